@@ -1,0 +1,404 @@
+//! The record vocabulary: one serde-tagged enum shared by the agent loop, the
+//! log writer and reader, the inspector and the `--json` event stream.
+//!
+//! Each variant serialises (adjacently tagged) as `{"type": "<name>", "data": {...}}`;
+//! the log framing in [`crate::wal::frame`] wraps that with `seq`, `prev`, `ts`
+//! and `crc`. Members beyond the contract's required ones carry `#[serde(default)]`
+//! so that older logs keep reading.
+
+use serde::{Deserialize, Serialize};
+
+/// Schema version written into `run.started`.
+pub const SCHEMA_VERSION: u32 = 2;
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// Who said a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+    Tool,
+}
+
+/// One tool call as the model sent it. `arguments` is the raw string, kept
+/// byte-for-byte even when it is not valid JSON.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
+}
+
+/// A chat message in provider-neutral form.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Message {
+    pub role: Role,
+    #[serde(default)]
+    pub content: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// For `role: tool`: the call this message answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    /// For `role: tool`: the tool's name (Anthropic and some servers want it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub is_error: bool,
+}
+
+impl Message {
+    pub fn system(content: impl Into<String>) -> Self {
+        Self::plain(Role::System, content)
+    }
+    pub fn user(content: impl Into<String>) -> Self {
+        Self::plain(Role::User, content)
+    }
+    pub fn assistant(content: impl Into<String>, tool_calls: Vec<ToolCall>) -> Self {
+        Message {
+            tool_calls,
+            ..Self::plain(Role::Assistant, content)
+        }
+    }
+    pub fn tool(call_id: &str, name: &str, content: impl Into<String>, is_error: bool) -> Self {
+        Message {
+            tool_call_id: Some(call_id.to_string()),
+            name: Some(name.to_string()),
+            is_error,
+            ..Self::plain(Role::Tool, content)
+        }
+    }
+    fn plain(role: Role, content: impl Into<String>) -> Self {
+        Message {
+            role,
+            content: content.into(),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+            name: None,
+            is_error: false,
+        }
+    }
+}
+
+/// Token counts of one model call, or a running total.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+impl Usage {
+    pub fn add(&mut self, other: &Usage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+    }
+}
+
+/// Run limits. `None` means unlimited.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Limits {
+    #[serde(default)]
+    pub max_steps: Option<u64>,
+    #[serde(default)]
+    pub max_cost_usd: Option<f64>,
+    #[serde(default = "default_max_format_errors")]
+    pub max_format_errors: u32,
+}
+
+fn default_max_format_errors() -> u32 {
+    3
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_steps: None,
+            max_cost_usd: None,
+            max_format_errors: default_max_format_errors(),
+        }
+    }
+}
+
+/// Everything a resumed run needs to carry on the way it started, beyond the
+/// contract's required `run.started` members. Never holds a secret: only the
+/// *name* of the environment variable that holds the API key.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunSettings {
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    #[serde(default)]
+    pub price_in: Option<f64>,
+    #[serde(default)]
+    pub price_out: Option<f64>,
+    /// Script file for the `script` provider (absolute path).
+    #[serde(default)]
+    pub script: Option<String>,
+    /// Workspace the tools act in (absolute path).
+    #[serde(default)]
+    pub cwd: String,
+    #[serde(default)]
+    pub plan_file: Option<String>,
+    #[serde(default)]
+    pub compact_at: Option<u64>,
+    #[serde(default)]
+    pub keep_recent: Option<usize>,
+    #[serde(default)]
+    pub snapshot_every: Option<u64>,
+    #[serde(default)]
+    pub hooks_pre_tool: Option<String>,
+    #[serde(default)]
+    pub hooks_post_tool: Option<String>,
+    /// Execution environment kind: `local` or `sandbox`.
+    #[serde(default)]
+    pub env: Option<String>,
+    #[serde(default)]
+    pub stream: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunStarted {
+    pub schema_version: u32,
+    pub run_id: String,
+    pub task: String,
+    pub model: String,
+    pub provider: String,
+    pub base_url: Option<String>,
+    pub plan_enabled: bool,
+    pub read_only: bool,
+    pub tool_signature: String,
+    pub tools: Vec<String>,
+    pub limits: Limits,
+    /// The system prompt the run was started with.
+    #[serde(default)]
+    pub system_prompt: String,
+    #[serde(default)]
+    pub settings: RunSettings,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelResponse {
+    pub step: u64,
+    pub message: Message,
+    pub usage: Usage,
+    pub cost_usd: f64,
+    /// Ids of the calls in `message.tool_calls`, in order.
+    pub pending: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolStarted {
+    pub step: u64,
+    pub call_id: String,
+    pub name: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolResult {
+    pub step: u64,
+    pub call_id: String,
+    pub name: String,
+    pub content: String,
+    pub is_error: bool,
+    /// True only for results synthesized on resume.
+    pub interrupted: bool,
+    /// The call itself was malformed (bad JSON, unknown tool, schema failure).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub format_error: bool,
+    /// A read-only call re-run on resume (its first run was interrupted).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub rerun: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanStatus {
+    Pending,
+    InProgress,
+    Done,
+    Blocked,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanItem {
+    pub id: String,
+    pub text: String,
+    pub status: PlanStatus,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanUpdated {
+    pub step: u64,
+    pub version: u64,
+    pub items: Vec<PlanItem>,
+    #[serde(default)]
+    pub note: Option<String>,
+    /// Human-readable diff against the previous version, one change a line.
+    pub diff: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Compaction {
+    pub step: u64,
+    pub summary: String,
+    /// The messages that replace the history after the system prompt: the
+    /// summary message first, then the kept recent messages.
+    pub view: Vec<Message>,
+    /// Plan version current when the summary was made (0 when no plan).
+    pub plan_version: u64,
+    pub usage: Usage,
+    pub cost_usd: f64,
+    /// How many view messages (after the system prompt) this replaced.
+    #[serde(default)]
+    pub replaced: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HookBlocked {
+    pub step: u64,
+    pub call_id: String,
+    pub hook: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessStarted {
+    pub id: String,
+    pub pid: u32,
+    pub command: String,
+    #[serde(default)]
+    pub step: u64,
+    /// Execution environment it runs in (`local`, `sandbox`).
+    #[serde(default)]
+    pub env: String,
+    /// Start time in clock ticks since boot (field 22 of /proc/PID/stat), to
+    /// tell the same process from a reused pid on resume.
+    #[serde(default)]
+    pub start_time: Option<u64>,
+    /// File the process's output goes to.
+    #[serde(default)]
+    pub output: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessExited {
+    pub id: String,
+    pub exit_code: Option<i32>,
+    #[serde(default)]
+    pub signal: Option<i32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepSaved {
+    pub step: u64,
+    pub usage_total: Usage,
+    pub cost_usd_total: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Resume {
+    /// Calls that had no result, in order (interrupted or never started).
+    pub interrupted: Vec<String>,
+    /// Background process ids that were running and are not tracked any more.
+    pub lost_processes: Vec<String>,
+    /// The text the model is shown (a user message starting with `[Resumed]`).
+    pub notice: String,
+    /// New limits when the resume changed them.
+    #[serde(default)]
+    pub limits: Option<Limits>,
+    /// A new user message given with `resume --message`, shown after the notice.
+    #[serde(default)]
+    pub message: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    Completed,
+    MaxSteps,
+    MaxCost,
+    FormatErrors,
+    Error,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunFinished {
+    pub status: RunStatus,
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// One log record's payload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", content = "data")]
+pub enum Event {
+    #[serde(rename = "run.started")]
+    RunStarted(RunStarted),
+    #[serde(rename = "model.response")]
+    ModelResponse(ModelResponse),
+    #[serde(rename = "tool.started")]
+    ToolStarted(ToolStarted),
+    #[serde(rename = "tool.result")]
+    ToolResult(ToolResult),
+    #[serde(rename = "plan.updated")]
+    PlanUpdated(PlanUpdated),
+    #[serde(rename = "compaction")]
+    Compaction(Compaction),
+    #[serde(rename = "hook.blocked")]
+    HookBlocked(HookBlocked),
+    #[serde(rename = "process.started")]
+    ProcessStarted(ProcessStarted),
+    #[serde(rename = "process.exited")]
+    ProcessExited(ProcessExited),
+    #[serde(rename = "step.saved")]
+    StepSaved(StepSaved),
+    #[serde(rename = "resume")]
+    Resume(Resume),
+    #[serde(rename = "run.finished")]
+    RunFinished(RunFinished),
+}
+
+impl Event {
+    /// The record's `type` string.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Event::RunStarted(_) => "run.started",
+            Event::ModelResponse(_) => "model.response",
+            Event::ToolStarted(_) => "tool.started",
+            Event::ToolResult(_) => "tool.result",
+            Event::PlanUpdated(_) => "plan.updated",
+            Event::Compaction(_) => "compaction",
+            Event::HookBlocked(_) => "hook.blocked",
+            Event::ProcessStarted(_) => "process.started",
+            Event::ProcessExited(_) => "process.exited",
+            Event::StepSaved(_) => "step.saved",
+            Event::Resume(_) => "resume",
+            Event::RunFinished(_) => "run.finished",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serialises_adjacently_tagged_with_kind_first() {
+        let ev = Event::ToolStarted(ToolStarted {
+            step: 3,
+            call_id: "c1".into(),
+            name: "bash".into(),
+        });
+        let s = serde_json::to_string(&ev).unwrap();
+        assert_eq!(
+            s,
+            r#"{"type":"tool.started","data":{"step":3,"call_id":"c1","name":"bash"}}"#
+        );
+        let back: Event = serde_json::from_str(&s).unwrap();
+        assert_eq!(back, ev);
+    }
+}

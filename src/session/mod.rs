@@ -1,0 +1,147 @@
+//! The run's state as a pure fold over log records.
+//!
+//! `State::apply(&Event)` is the only way state changes, live and on replay:
+//! the agent appends a record, then applies it; resume replays the same records
+//! through the same function. There is no second path that could drift.
+
+use crate::event::{Event, Limits, Message, PlanItem, RunStarted, RunStatus, Usage};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// A call the model asked for that has no result yet.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingCall {
+    pub id: String,
+    pub name: String,
+    pub step: u64,
+    /// A `tool.started` record exists for it.
+    pub started: bool,
+}
+
+/// The current plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Plan {
+    pub version: u64,
+    pub items: Vec<PlanItem>,
+    pub note: Option<String>,
+    pub updated_step: u64,
+}
+
+/// One entry of the plan history.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanRevision {
+    pub step: u64,
+    pub version: u64,
+    pub diff: String,
+}
+
+/// A background process registered by `process.started`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessInfo {
+    pub id: String,
+    pub pid: u32,
+    pub command: String,
+    pub step: u64,
+    pub env: String,
+    pub start_time: Option<u64>,
+    pub output: Option<String>,
+    /// `None` while running (as far as the log knows).
+    pub exited: Option<ProcessExit>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessExit {
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+}
+
+/// Whether the run is still going.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Running,
+    Finished(RunStatus),
+}
+
+/// Everything the log says about a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct State {
+    /// The `run.started` record (None before it is applied).
+    pub run: Option<RunStarted>,
+    /// The whole conversation, never compacted: system prompt, task, and every
+    /// message since (assistant turns, tool results, notices).
+    pub messages: Vec<Message>,
+    /// What the model is sent, minus the pinned plan block: the system prompt
+    /// first; after a compaction, the compaction's view follows it.
+    pub view: Vec<Message>,
+    /// `view[1]` is a compaction summary (the plan block goes after it).
+    pub compacted: bool,
+    /// Calls of the latest model response that have no result yet, in order.
+    pub pending: Vec<PendingCall>,
+    pub plan: Option<Plan>,
+    pub plan_history: Vec<PlanRevision>,
+    pub processes: BTreeMap<String, ProcessInfo>,
+    /// Sum over every model call (summarizer calls included).
+    pub usage: Usage,
+    pub cost_usd: f64,
+    /// Latest step with a `model.response`.
+    pub step: u64,
+    /// Latest step with a `step.saved`.
+    pub saved_step: u64,
+    /// Consecutive malformed tool calls.
+    pub format_errors: u32,
+    pub limits: Limits,
+    pub status: Status,
+    pub compactions: u64,
+    pub hooks_blocked: u64,
+    pub resumes: u64,
+    /// Records applied.
+    pub records: u64,
+}
+
+impl Default for State {
+    fn default() -> Self {
+        State {
+            run: None,
+            messages: Vec::new(),
+            view: Vec::new(),
+            compacted: false,
+            pending: Vec::new(),
+            plan: None,
+            plan_history: Vec::new(),
+            processes: BTreeMap::new(),
+            usage: Usage::default(),
+            cost_usd: 0.0,
+            step: 0,
+            saved_step: 0,
+            format_errors: 0,
+            limits: Limits::default(),
+            status: Status::Running,
+            compactions: 0,
+            hooks_blocked: 0,
+            resumes: 0,
+            records: 0,
+        }
+    }
+}
+
+impl State {
+    /// Folds one record into the state. Never panics, whatever the record.
+    pub fn apply(&mut self, event: &Event) {
+        self.records += 1;
+        match event {
+            Event::RunStarted(_) => {}
+            Event::ModelResponse(_) => {}
+            Event::ToolStarted(_) => {}
+            Event::ToolResult(_) => {}
+            Event::PlanUpdated(_) => {}
+            Event::Compaction(_) => {}
+            Event::HookBlocked(_) => {}
+            Event::ProcessStarted(_) => {}
+            Event::ProcessExited(_) => {}
+            Event::StepSaved(_) => {}
+            Event::Resume(_) => {}
+            Event::RunFinished(_) => {}
+        }
+    }
+}

@@ -1,0 +1,3 @@
+//! The write-ahead log: framing, writer and reader.
+
+pub mod frame;
