@@ -18,6 +18,9 @@
 
 #![forbid(unsafe_code)]
 
+pub mod cli;
 pub mod event;
+pub mod model;
+pub mod tools;
 pub mod session;
 pub mod wal;

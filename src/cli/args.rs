@@ -1,0 +1,176 @@
+//! Raw command-line arguments (clap). They are turned into validated options
+//! before any I/O happens.
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "tinyagent",
+    version,
+    about = "A coding agent whose runs survive crashes"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Start a new run; prints the log path on stderr.
+    Run(RunArgs),
+    /// Continue a stopped or crashed run in place, appending to its log.
+    Resume(ResumeArgs),
+    /// Look at, check, repair, export or import a log.
+    #[command(subcommand)]
+    Log(LogCommand),
+    /// Benchmarks.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+    /// An offline end-to-end run with a built-in scripted model.
+    Demo(DemoArgs),
+}
+
+#[derive(Debug, Args, Clone, Default)]
+pub struct ProviderArgs {
+    /// openai, anthropic or script.
+    #[arg(long)]
+    pub provider: Option<String>,
+    #[arg(long)]
+    pub model: Option<String>,
+    #[arg(long)]
+    pub base_url: Option<String>,
+    /// Environment variable holding the API key.
+    #[arg(long)]
+    pub api_key_env: Option<String>,
+}
+
+#[derive(Debug, Args, Clone, Default)]
+pub struct RunArgs {
+    /// What the agent should do.
+    pub task: String,
+    /// Log file (default .tinyagent/runs/<run_id>.wal); an existing file is refused.
+    #[arg(long)]
+    pub wal: Option<PathBuf>,
+    #[command(flatten)]
+    pub provider: ProviderArgs,
+    /// Scripted model responses (provider script).
+    #[arg(long)]
+    pub script: Option<PathBuf>,
+    /// USD per million input tokens.
+    #[arg(long)]
+    pub price_in: Option<f64>,
+    /// USD per million output tokens.
+    #[arg(long)]
+    pub price_out: Option<f64>,
+    #[arg(long)]
+    pub max_steps: Option<u64>,
+    #[arg(long)]
+    pub max_cost: Option<f64>,
+    #[arg(long)]
+    pub max_format_errors: Option<u32>,
+    /// Enable the update_plan tool.
+    #[arg(long)]
+    pub plan: bool,
+    /// Read-only Markdown mirror of the plan (requires --plan).
+    #[arg(long)]
+    pub plan_file: Option<PathBuf>,
+    /// Offer no tool that changes files or runs commands.
+    #[arg(long)]
+    pub read_only: bool,
+    /// Compact the model view when the estimate exceeds this many tokens.
+    #[arg(long)]
+    pub compact_at: Option<u64>,
+    /// Records between background snapshots.
+    #[arg(long)]
+    pub snapshot_every: Option<u64>,
+    /// Workspace the tools act in (default: current directory).
+    #[arg(long)]
+    pub cwd: Option<PathBuf>,
+    /// JSON events on stdout; human output goes to stderr.
+    #[arg(long)]
+    pub json: bool,
+    /// TOML config (default ./tinyagent.toml if present).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Stream model output (SSE) where the provider supports it.
+    #[arg(long)]
+    pub stream: bool,
+}
+
+#[derive(Debug, Args, Clone, Default)]
+pub struct ResumeArgs {
+    /// The log (or a whole-file trajectory JSON, which is imported first).
+    pub path: PathBuf,
+    #[arg(long)]
+    pub json: bool,
+    #[arg(long)]
+    pub max_steps: Option<u64>,
+    #[arg(long)]
+    pub max_cost: Option<f64>,
+    /// A new user message; continues a finished run.
+    #[arg(long)]
+    pub message: Option<String>,
+    #[command(flatten)]
+    pub provider: ProviderArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum LogCommand {
+    /// What the log holds.
+    Inspect {
+        wal: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Exit 0 clean, 1 torn tail (resume will cut it), 2 corrupt or unreadable.
+    Verify { wal: PathBuf },
+    /// Cut a torn tail (the cut bytes are kept beside the log).
+    Repair { wal: PathBuf },
+    /// Whole-file trajectory JSON, schema v2.
+    Export {
+        wal: PathBuf,
+        #[arg(short = 'o', long = "output")]
+        output: Option<PathBuf>,
+    },
+    /// Trajectory JSON v1 or v2 -> log.
+    Import {
+        json: PathBuf,
+        #[arg(short = 'o', long = "output")]
+        output: PathBuf,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Save cost: log append vs whole-file checkpoint, side by side.
+    Save(BenchSaveArgs),
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct BenchSaveArgs {
+    /// One JSON object per run length measured.
+    #[arg(long)]
+    pub json: bool,
+    /// Run lengths (messages) to measure.
+    #[arg(long, value_delimiter = ',', default_values_t = vec![10u64, 100, 1000, 10000])]
+    pub lengths: Vec<u64>,
+    /// Saves timed per length and method.
+    #[arg(long, default_value_t = 50)]
+    pub samples: u32,
+    /// Size of a tool output in bytes.
+    #[arg(long, default_value_t = 3000)]
+    pub output_bytes: usize,
+    /// Directory for the scratch files (default: a temp dir in the current directory).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Args, Clone, Default)]
+pub struct DemoArgs {
+    /// Keep the demo's workspace and log in this directory.
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    #[arg(long)]
+    pub json: bool,
+}

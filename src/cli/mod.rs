@@ -1,0 +1,3 @@
+//! The command line: clap arguments -> validated options -> commands.
+
+pub mod args;
