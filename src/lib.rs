@@ -19,6 +19,7 @@
 #![forbid(unsafe_code)]
 
 pub mod cli;
+pub mod config;
 pub mod event;
 pub mod model;
 pub mod tools;

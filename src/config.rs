@@ -1,0 +1,237 @@
+//! The TOML config file (`tinyagent.toml`) and its merge with the command
+//! line. Flags override the file; the file overrides the defaults.
+//!
+//! Every table refuses unknown keys, and every error names the key it is
+//! about, so a typo never passes silently.
+
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+/// Why a config could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("bad config {path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("bad config value for `{key}`: {message}")]
+    Value { key: String, message: String },
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub model: ModelSection,
+    #[serde(default)]
+    pub plan: PlanSection,
+    #[serde(default)]
+    pub limits: LimitsSection,
+    #[serde(default)]
+    pub compaction: CompactionSection,
+    #[serde(default)]
+    pub wal: WalSection,
+    #[serde(default)]
+    pub hooks: HooksSection,
+    #[serde(default)]
+    pub env: EnvSection,
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelSection {
+    pub provider: Option<String>,
+    pub name: Option<String>,
+    pub base_url: Option<String>,
+    pub api_key_env: Option<String>,
+    pub price_in: Option<f64>,
+    pub price_out: Option<f64>,
+    pub stream: Option<bool>,
+    pub script: Option<PathBuf>,
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanSection {
+    pub enabled: Option<bool>,
+    pub file: Option<PathBuf>,
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsSection {
+    pub max_steps: Option<u64>,
+    pub max_cost_usd: Option<f64>,
+    pub max_format_errors: Option<u32>,
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompactionSection {
+    pub threshold_tokens: Option<u64>,
+    pub keep_recent: Option<usize>,
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WalSection {
+    pub snapshot_every: Option<u64>,
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HooksSection {
+    pub pre_tool: Option<String>,
+    pub post_tool: Option<String>,
+    pub timeout_ms: Option<u64>,
+    /// What a hook that fails (crash, timeout, garbage) means: `block` or `allow`.
+    pub on_failure: Option<String>,
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnvSection {
+    pub kind: Option<String>,
+    pub network: Option<bool>,
+}
+
+impl Config {
+    /// Reads `path`, or `./tinyagent.toml` when `path` is None and that file
+    /// exists, or the defaults.
+    pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
+        let (path, required) = match path {
+            Some(p) => (p.to_path_buf(), true),
+            None => (PathBuf::from("tinyagent.toml"), false),
+        };
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if !required && e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(Config::default());
+            }
+            Err(source) => return Err(ConfigError::Read { path, source }),
+        };
+        let config = Config::parse(&text).map_err(|message| ConfigError::Parse {
+            path: path.clone(),
+            message,
+        })?;
+        config.check()?;
+        Ok(config)
+    }
+
+    /// Parses TOML text; the error message names the key and position.
+    pub fn parse(text: &str) -> Result<Config, String> {
+        toml::from_str::<Config>(text).map_err(|e| e.to_string().trim_end().replace('\n', " "))
+    }
+
+    /// Checks values that parse but make no sense.
+    pub fn check(&self) -> Result<(), ConfigError> {
+        let bad = |key: &str, message: &str| {
+            Err(ConfigError::Value {
+                key: key.to_string(),
+                message: message.to_string(),
+            })
+        };
+        if let Some(p) = &self.model.provider {
+            if !matches!(p.as_str(), "openai" | "anthropic" | "script") {
+                return bad("model.provider", "must be openai, anthropic or script");
+            }
+        }
+        for (key, v) in [
+            ("model.price_in", self.model.price_in),
+            ("model.price_out", self.model.price_out),
+            ("limits.max_cost_usd", self.limits.max_cost_usd),
+        ] {
+            if let Some(v) = v {
+                if !v.is_finite() || v < 0.0 {
+                    return bad(key, "must be a number >= 0");
+                }
+            }
+        }
+        if self.limits.max_format_errors == Some(0) {
+            return bad("limits.max_format_errors", "must be at least 1");
+        }
+        if self.wal.snapshot_every == Some(0) {
+            return bad("wal.snapshot_every", "must be at least 1");
+        }
+        if self.compaction.keep_recent == Some(0) {
+            return bad("compaction.keep_recent", "must be at least 1");
+        }
+        if let Some(k) = &self.env.kind {
+            if !matches!(k.as_str(), "local" | "sandbox") {
+                return bad("env.kind", "must be local or sandbox");
+            }
+        }
+        if let Some(f) = &self.hooks.on_failure {
+            if !matches!(f.as_str(), "block" | "allow") {
+                return bad("hooks.on_failure", "must be block or allow");
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_every_contract_key() {
+        let c = Config::parse(
+            r#"
+[model]
+provider = "openai"
+name = "m"
+base_url = "http://127.0.0.1:1/v1"
+api_key_env = "K"
+price_in = 1.5
+price_out = 2.0
+[plan]
+enabled = true
+[limits]
+max_steps = 5
+max_cost_usd = 0.5
+max_format_errors = 2
+[compaction]
+threshold_tokens = 1000
+keep_recent = 4
+[wal]
+snapshot_every = 10
+[hooks]
+pre_tool = "true"
+post_tool = "true"
+[env]
+kind = "local"
+"#,
+        )
+        .unwrap();
+        c.check().unwrap();
+        assert_eq!(c.model.name.as_deref(), Some("m"));
+        assert_eq!(c.plan.enabled, Some(true));
+        assert_eq!(c.limits.max_steps, Some(5));
+        assert_eq!(c.compaction.keep_recent, Some(4));
+        assert_eq!(c.wal.snapshot_every, Some(10));
+        assert_eq!(c.env.kind.as_deref(), Some("local"));
+    }
+
+    #[test]
+    fn unknown_key_is_named() {
+        let e = Config::parse("[limits]\nmax_step = 3\n").unwrap_err();
+        assert!(e.contains("max_step"), "{e}");
+    }
+
+    #[test]
+    fn bad_type_is_named() {
+        let e = Config::parse("[limits]\nmax_steps = \"many\"\n").unwrap_err();
+        assert!(e.contains("max_steps"), "{e}");
+    }
+
+    #[test]
+    fn bad_value_is_named() {
+        let c = Config::parse("[model]\nprovider = \"gemini\"\n").unwrap();
+        let e = c.check().unwrap_err().to_string();
+        assert!(e.contains("model.provider"), "{e}");
+    }
+}
