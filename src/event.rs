@@ -153,6 +153,15 @@ pub struct RunSettings {
     pub hooks_pre_tool: Option<String>,
     #[serde(default)]
     pub hooks_post_tool: Option<String>,
+    /// How long a hook may run, in milliseconds.
+    #[serde(default)]
+    pub hooks_timeout_ms: Option<u64>,
+    /// `block` (default) or `allow`: what a failing hook means.
+    #[serde(default)]
+    pub hooks_on_failure: Option<String>,
+    /// Network inside the sandbox environment.
+    #[serde(default)]
+    pub network: bool,
     /// Execution environment kind: `local` or `sandbox`.
     #[serde(default)]
     pub env: Option<String>,

@@ -1,3 +1,6 @@
+use clap::Parser;
+
 fn main() {
-    println!("tinyagent");
+    let cli = tinyagent::cli::args::Cli::parse();
+    std::process::exit(tinyagent::cli::main(cli));
 }

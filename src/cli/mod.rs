@@ -1,3 +1,84 @@
 //! The command line: clap arguments -> validated options -> commands.
+//!
+//! Exit codes for `run` and `resume`: 0 finished, 1 run-time failure, 2
+//! refused input, 3 stopped by a limit.
 
 pub mod args;
+pub mod demo;
+pub mod inspect;
+pub mod logcmd;
+pub mod resume;
+pub mod run;
+
+use crate::agent::AgentError;
+use crate::event::RunStatus;
+use args::{Cli, Command};
+
+/// A command's failure: its exit code and the one line that says why.
+#[derive(Debug)]
+pub struct CliError {
+    pub code: i32,
+    pub message: String,
+}
+
+impl CliError {
+    pub fn new(code: i32, message: impl Into<String>) -> CliError {
+        CliError {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<AgentError> for CliError {
+    fn from(e: AgentError) -> CliError {
+        CliError::new(e.exit_code(), e.to_string())
+    }
+}
+
+impl From<anyhow::Error> for CliError {
+    fn from(e: anyhow::Error) -> CliError {
+        CliError::new(1, format!("{e:#}"))
+    }
+}
+
+/// Exit code for how a run ended.
+pub fn status_exit_code(status: RunStatus) -> i32 {
+    match status {
+        RunStatus::Completed => 0,
+        RunStatus::Error => 1,
+        RunStatus::MaxSteps | RunStatus::MaxCost | RunStatus::FormatErrors => 3,
+    }
+}
+
+/// Runs a parsed command line and returns the exit code.
+pub fn main(cli: Cli) -> i32 {
+    let result = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt.block_on(dispatch(cli)),
+        Err(e) => Err(CliError::new(1, format!("cannot start the runtime: {e}"))),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("tinyagent: {}", e.message);
+            e.code
+        }
+    }
+}
+
+async fn dispatch(cli: Cli) -> Result<i32, CliError> {
+    match cli.command {
+        Command::Run(a) => run::run(&a).await,
+        Command::Resume(a) => resume::resume(&a).await,
+        Command::Log(cmd) => tokio::task::block_in_place(|| logcmd::log(cmd)),
+        Command::Bench(args::BenchCommand::Save(a)) => tokio::task::block_in_place(|| {
+            let (mut out, mut err) = (std::io::stdout(), std::io::stderr());
+            crate::bench::bench_save(&a, &mut out, &mut err).map_err(CliError::from)
+        }),
+        Command::Demo(a) => tokio::task::block_in_place(|| demo::demo(&a)),
+    }
+}

@@ -1,0 +1,176 @@
+//! Compaction: when the model view grows past a threshold, ask the model for
+//! a hand-off summary and replace the older history with it.
+//!
+//! The size estimate is `State::estimate_tokens` (characters / 4 over exactly
+//! what would be sent, the pinned plan block included). The summarizer call
+//! advertises no tools and is given the current plan. The most recent
+//! `keep_recent` messages are kept verbatim, never splitting an assistant tool
+//! call from its results. The `compaction` record carries the new view, so a
+//! replay reaches exactly the same view. A summarizer that fails or answers
+//! nothing leaves the run uncompacted; no message is ever lost (the full
+//! history stays in the log and in `State::messages`).
+
+use super::{Agent, AgentError, cost_of};
+use crate::event::{Compaction, Event, Message, Role};
+use crate::model::{ModelRequest, Purpose};
+use crate::session::plan;
+
+/// Default threshold when none is configured: three quarters of a 128k window.
+pub const DEFAULT_THRESHOLD_TOKENS: u64 = 96_000;
+/// Messages kept verbatim by default.
+pub const DEFAULT_KEEP_RECENT: usize = 6;
+/// Prefix of the summary message that heads a compacted view.
+pub const SUMMARY_PREFIX: &str = "[Summary of earlier work]";
+
+const SUMMARIZER_PROMPT: &str = "You write hand-off summaries for a coding agent whose context is \
+being compacted. Another instance of the agent will continue from your summary alone plus the most \
+recent messages, so be concrete: file paths, commands, results, errors, decisions and why.";
+
+/// Where the kept tail of `view` starts: at most `keep` messages, moved
+/// earlier so it never starts with a tool result (its call stays with it).
+/// Returns None when there is nothing older to summarize.
+pub fn split_point(view: &[Message], keep: usize) -> Option<usize> {
+    // view[0] is the system prompt; it is never summarized.
+    if view.len() <= 1 {
+        return None;
+    }
+    let mut split = view.len().saturating_sub(keep).max(1);
+    while split > 1 && view[split].role == Role::Tool {
+        split -= 1;
+    }
+    (split > 1).then_some(split)
+}
+
+/// Plain-text transcript of messages for the summarizer.
+fn transcript(messages: &[Message]) -> String {
+    let mut t = String::new();
+    for m in messages {
+        let who = match m.role {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool result",
+        };
+        t.push_str(&format!("--- {who}"));
+        if let Some(id) = &m.tool_call_id {
+            t.push_str(&format!(" ({id})"));
+        }
+        t.push_str(":\n");
+        t.push_str(&m.content);
+        t.push('\n');
+        for c in &m.tool_calls {
+            t.push_str(&format!("[call {} {} {}]\n", c.id, c.name, c.arguments));
+        }
+    }
+    t
+}
+
+impl Agent {
+    /// Compacts when the view is over the threshold. Never fails the run for
+    /// a summarizer problem: it warns and carries on uncompacted.
+    pub async fn maybe_compact(&mut self) -> Result<(), AgentError> {
+        let Some(run) = self.state().run.clone() else {
+            return Ok(());
+        };
+        let threshold = run
+            .settings
+            .compact_at
+            .unwrap_or(DEFAULT_THRESHOLD_TOKENS);
+        if self.state().estimate_tokens() <= threshold {
+            return Ok(());
+        }
+        let keep = run.settings.keep_recent.unwrap_or(DEFAULT_KEEP_RECENT);
+        let view = self.state().view.clone();
+        let Some(split) = split_point(&view, keep) else {
+            return Ok(());
+        };
+        let plan_text = if run.plan_enabled {
+            format!(
+                "\n\nThe current plan (it stays pinned after compaction; refer to its ids):\n{}",
+                plan::render(self.state().plan.as_ref())
+            )
+        } else {
+            String::new()
+        };
+        let request = ModelRequest {
+            messages: vec![
+                Message::system(SUMMARIZER_PROMPT),
+                Message::user(format!(
+                    "Task: {}\n\nConversation so far:\n{}{}\n\nWrite the hand-off summary: progress so far, \
+                     decisions made and why, open work, and key facts (paths, commands, errors).",
+                    run.task,
+                    transcript(&view[1..split]),
+                    plan_text
+                )),
+            ],
+            tools: Vec::new(),
+            purpose: Purpose::Summary,
+            step: self.state().step,
+        };
+        let mut ignore = |_: &str| {};
+        let reply = match self.provider.complete(&request, &mut ignore).await {
+            Ok(r) => r,
+            Err(e) => {
+                self.out
+                    .warn(&format!("compaction failed ({e}); continuing uncompacted"));
+                return Ok(());
+            }
+        };
+        let summary = reply.message.content.trim().to_string();
+        if summary.is_empty() {
+            self.out
+                .warn("compaction failed (empty summary); continuing uncompacted");
+            return Ok(());
+        }
+        let mut new_view = vec![Message::user(format!("{SUMMARY_PREFIX}\n{summary}"))];
+        new_view.extend_from_slice(&view[split..]);
+        let cost = cost_of(&reply.usage, self.price_in, self.price_out);
+        let ev = Event::Compaction(Compaction {
+            step: self.state().step,
+            summary,
+            view: new_view,
+            plan_version: self.state().plan.as_ref().map_or(0, |p| p.version),
+            usage: reply.usage,
+            cost_usd: cost,
+            replaced: (split - 1) as u64,
+        });
+        self.append(ev)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::ToolCall;
+
+    fn call(id: &str) -> Message {
+        Message::assistant(
+            "",
+            vec![ToolCall {
+                id: id.into(),
+                name: "bash".into(),
+                arguments: "{}".into(),
+            }],
+        )
+    }
+
+    #[test]
+    fn split_never_separates_a_call_from_its_result() {
+        let view = vec![
+            Message::system("s"),
+            Message::user("task"),
+            call("a"),
+            Message::tool("a", "bash", "out", false),
+            call("b"),
+            Message::tool("b", "bash", "out", false),
+        ];
+        // keep 1 would start the tail at a tool result: move back to its call.
+        assert_eq!(split_point(&view, 1), Some(4));
+        assert_eq!(split_point(&view, 2), Some(4));
+        assert_eq!(split_point(&view, 3), Some(2));
+        // Nothing older than the task to summarize.
+        assert_eq!(split_point(&view, 5), None);
+        assert_eq!(split_point(&view[..1], 1), None);
+    }
+}

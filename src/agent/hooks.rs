@@ -1,0 +1,219 @@
+//! Tool hooks: commands run for each tool call inside the pending window.
+//!
+//! The pre hook runs after `model.response` is durable and before
+//! `tool.started`; it can block the call (exit 2 with the reason on stderr, or
+//! `{"decision":"block","reason":"..."}` on stdout). The post hook runs after
+//! the tool finished and before its `tool.result` is written; whatever it
+//! prints is appended to the result as feedback (its `feedback` member when it
+//! prints a JSON object). Each hook gets the call as a JSON object on stdin.
+//!
+//! A hook that cannot start, crashes (exits other than 0 or 2), runs past its
+//! timeout or prints something that is neither empty, a JSON object nor (for
+//! post) text is a failure; the run's `hooks.on_failure` says what a failure
+//! means for a pre hook: `block` (the default) or `allow`.
+
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Default time a hook may take.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What a hook run came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HookOutcome {
+    /// Exit 0: go on. `feedback` is what a post hook printed.
+    Allow { feedback: Option<String> },
+    /// The hook asked to block the call.
+    Block { reason: String },
+    /// The hook itself failed (crash, timeout, garbage).
+    Failed { error: String },
+}
+
+impl HookOutcome {
+    pub fn label(&self) -> &'static str {
+        match self {
+            HookOutcome::Allow { .. } => "allow",
+            HookOutcome::Block { .. } => "block",
+            HookOutcome::Failed { .. } => "failed",
+        }
+    }
+}
+
+/// Runs `command` with `input` on stdin, in `cwd`, for at most `timeout`.
+pub fn run_hook(command: &str, input: &Value, cwd: &std::path::Path, timeout: Duration) -> HookOutcome {
+    let mut child = match Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .current_dir(cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            return HookOutcome::Failed {
+                error: format!("cannot start hook `{command}`: {e}"),
+            };
+        }
+    };
+    // Written from a thread: a hook that does not read a large input must not
+    // block us past its timeout. A hook that ignores its input is fine (EPIPE).
+    let input = input.to_string();
+    let stdin = child.stdin.take();
+    std::thread::spawn(move || {
+        if let Some(mut stdin) = stdin {
+            let _ = stdin.write_all(input.as_bytes());
+        }
+    });
+    let mut stdout = child.stdout.take();
+    let mut stderr = child.stderr.take();
+    let out_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        if let Some(o) = stdout.as_mut() {
+            let _ = o.take(1 << 20).read_to_string(&mut s);
+        }
+        s
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        if let Some(e) = stderr.as_mut() {
+            let _ = e.take(1 << 20).read_to_string(&mut s);
+        }
+        s
+    });
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Some(status),
+            Ok(None) if Instant::now() >= deadline => {
+                let _ = nix::sys::signal::killpg(
+                    nix::unistd::Pid::from_raw(child.id() as i32),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+                let _ = child.wait();
+                break None;
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+            Err(e) => {
+                return HookOutcome::Failed {
+                    error: format!("hook `{command}`: {e}"),
+                };
+            }
+        }
+    };
+    let out = out_reader.join().unwrap_or_default();
+    let err = err_reader.join().unwrap_or_default();
+    let Some(status) = status else {
+        return HookOutcome::Failed {
+            error: format!("hook `{command}` timed out after {} ms", timeout.as_millis()),
+        };
+    };
+    match status.code() {
+        Some(2) => HookOutcome::Block {
+            reason: non_empty(err.trim()).unwrap_or("blocked by hook (exit 2)").to_string(),
+        },
+        Some(0) => parse_stdout(command, out.trim()),
+        Some(code) => HookOutcome::Failed {
+            error: format!(
+                "hook `{command}` exited with {code}{}",
+                non_empty(err.trim()).map(|e| format!(": {e}")).unwrap_or_default()
+            ),
+        },
+        None => HookOutcome::Failed {
+            error: format!("hook `{command}` was killed by a signal"),
+        },
+    }
+}
+
+fn non_empty(s: &str) -> Option<&str> {
+    (!s.is_empty()).then_some(s)
+}
+
+fn parse_stdout(command: &str, out: &str) -> HookOutcome {
+    if out.is_empty() {
+        return HookOutcome::Allow { feedback: None };
+    }
+    if out.starts_with('{') {
+        let Ok(Value::Object(obj)) = serde_json::from_str::<Value>(out) else {
+            return HookOutcome::Failed {
+                error: format!("hook `{command}` printed invalid JSON: {}", preview(out)),
+            };
+        };
+        return match obj.get("decision").and_then(Value::as_str) {
+            Some("block") => HookOutcome::Block {
+                reason: obj
+                    .get("reason")
+                    .and_then(Value::as_str)
+                    .unwrap_or("blocked by hook")
+                    .to_string(),
+            },
+            Some("allow") | None => HookOutcome::Allow {
+                feedback: obj
+                    .get("feedback")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
+            },
+            Some(other) => HookOutcome::Failed {
+                error: format!("hook `{command}` gave an unknown decision {other:?}"),
+            },
+        };
+    }
+    HookOutcome::Allow {
+        feedback: Some(out.to_string()),
+    }
+}
+
+fn preview(s: &str) -> String {
+    s.chars().take(200).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn run(cmd: &str) -> HookOutcome {
+        run_hook(cmd, &json!({"tool": "bash"}), std::path::Path::new("."), Duration::from_secs(5))
+    }
+
+    #[test]
+    fn allow_block_feedback_and_failures() {
+        assert_eq!(run("cat >/dev/null"), HookOutcome::Allow { feedback: None });
+        assert_eq!(
+            run("echo no way >&2; exit 2"),
+            HookOutcome::Block { reason: "no way".into() }
+        );
+        assert_eq!(
+            run(r#"echo '{"decision":"block","reason":"policy"}'"#),
+            HookOutcome::Block { reason: "policy".into() }
+        );
+        assert_eq!(
+            run("echo looks fine"),
+            HookOutcome::Allow { feedback: Some("looks fine".into()) }
+        );
+        assert_eq!(
+            run(r#"echo '{"feedback":"lint ok"}'"#),
+            HookOutcome::Allow { feedback: Some("lint ok".into()) }
+        );
+        assert!(matches!(run("exit 7"), HookOutcome::Failed { .. }));
+        assert!(matches!(run("echo '{broken'"), HookOutcome::Failed { .. }));
+        let t = run_hook("sleep 5", &json!({}), std::path::Path::new("."), Duration::from_millis(100));
+        assert!(matches!(t, HookOutcome::Failed { ref error } if error.contains("timed out")), "{t:?}");
+    }
+
+    #[test]
+    fn hook_reads_the_call_on_stdin() {
+        let o = run_hook(
+            "grep -q '\"tool\":\"bash\"' && echo saw-it",
+            &json!({"tool": "bash"}),
+            std::path::Path::new("."),
+            Duration::from_secs(5),
+        );
+        assert_eq!(o, HookOutcome::Allow { feedback: Some("saw-it".into()) });
+    }
+}

@@ -1,0 +1,446 @@
+//! The agent loop: persist the intent, act, persist the result.
+//!
+//! Each step: build the model view from state, call the model, append
+//! `model.response` (the assistant message with its pending calls), then for
+//! each call in order append `tool.started`, run the tool, append
+//! `tool.result` (and `plan.updated` for update_plan), and after the last call
+//! `step.saved`. Every append is fdatasync'd before the next thing happens, and
+//! state changes only through `State::apply` inside `Store::append`.
+
+pub mod compaction;
+pub mod hooks;
+pub mod output;
+pub mod resume;
+pub mod prompt;
+
+use crate::event::{
+    Event, HookBlocked, ModelResponse, PlanUpdated, ProcessExited, RunFinished, RunStarted, RunStatus,
+    StepSaved, ToolCall, ToolResult, ToolStarted, Usage,
+};
+use crate::model::{ModelRequest, Provider, Purpose};
+use crate::session::{State, Status, plan};
+use crate::store::{Store, StoreError};
+use crate::tools::{ExecEnv, ProcessTable, ToolContext, ToolOutcome, ToolSet};
+use output::Output;
+use serde_json::json;
+use std::path::PathBuf;
+
+/// Why a run could not go on. Each maps to an exit code of the contract.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error("{0}")]
+    Store(#[from] StoreError),
+    #[error("model API: {0}")]
+    Model(String),
+    /// Input refused before anything ran (exit 2).
+    #[error("{0}")]
+    Refused(String),
+    /// The environment broke (exit 1).
+    #[error("{0}")]
+    Environment(String),
+}
+
+impl AgentError {
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            AgentError::Store(e) => e.exit_code(),
+            AgentError::Model(_) | AgentError::Environment(_) => 1,
+            AgentError::Refused(_) => 2,
+        }
+    }
+}
+
+/// Settings that are not part of the log.
+pub struct AgentParts {
+    pub store: Store,
+    pub tools: ToolSet,
+    pub provider: Provider,
+    pub env: Box<dyn ExecEnv>,
+    pub processes: ProcessTable,
+    pub out: Output,
+}
+
+/// A run in progress.
+pub struct Agent {
+    store: Store,
+    tools: ToolSet,
+    provider: Provider,
+    env: Box<dyn ExecEnv>,
+    processes: ProcessTable,
+    out: Output,
+    workspace: PathBuf,
+    price_in: f64,
+    price_out: f64,
+    plan_file: Option<PathBuf>,
+}
+
+/// USD for a call's usage at per-million-token prices.
+pub fn cost_of(usage: &Usage, price_in: f64, price_out: f64) -> f64 {
+    (usage.input_tokens as f64 * price_in + usage.output_tokens as f64 * price_out) / 1_000_000.0
+}
+
+impl Agent {
+    pub fn new(parts: AgentParts) -> Result<Agent, AgentError> {
+        let run = parts
+            .store
+            .state()
+            .run
+            .clone()
+            .ok_or_else(|| AgentError::Refused("the log has no run.started record".into()))?;
+        Ok(Agent {
+            workspace: PathBuf::from(&run.settings.cwd),
+            price_in: run.settings.price_in.unwrap_or(0.0),
+            price_out: run.settings.price_out.unwrap_or(0.0),
+            plan_file: run.settings.plan_file.as_ref().map(PathBuf::from),
+            store: parts.store,
+            tools: parts.tools,
+            provider: parts.provider,
+            env: parts.env,
+            processes: parts.processes,
+            out: parts.out,
+        })
+    }
+
+    pub fn state(&self) -> &State {
+        self.store.state()
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    pub fn output(&mut self) -> &mut Output {
+        &mut self.out
+    }
+
+    /// Appends a record (durable once this returns), then reports it.
+    pub fn append(&mut self, event: Event) -> Result<u64, AgentError> {
+        let seq = self.store.append(event.clone())?;
+        self.out.record(seq, &event);
+        for saved in self.store.take_snapshot_notices() {
+            self.out.event(
+                "snapshot.saved",
+                json!({ "seq": saved.seq, "path": saved.path.display().to_string() }),
+            );
+        }
+        Ok(seq)
+    }
+
+    fn run_info(&self) -> Result<RunStarted, AgentError> {
+        self.state()
+            .run
+            .clone()
+            .ok_or_else(|| AgentError::Refused("the log has no run.started record".into()))
+    }
+
+    /// Drives the loop until the run finishes or a limit stops it.
+    pub async fn run(&mut self) -> Result<RunStatus, AgentError> {
+        loop {
+            self.record_exited_processes()?;
+            if let Some(status) = self.limit_reached() {
+                return self.finish(status, None);
+            }
+            self.maybe_compact().await?;
+            let step = self.state().step + 1;
+            let request = ModelRequest {
+                messages: self.state().model_messages(),
+                tools: self.tools.specs().to_vec(),
+                purpose: Purpose::Step,
+                step,
+            };
+            self.out.thinking(step);
+            let reply = {
+                let out = &mut self.out;
+                let mut on_text = |t: &str| out.text(t);
+                self.provider.complete(&request, &mut on_text).await
+            };
+            self.out.done_thinking();
+            let reply = match reply {
+                Ok(r) => r,
+                Err(e) => {
+                    let reason = e.to_string();
+                    self.finish(RunStatus::Error, Some(reason.clone()))?;
+                    return Err(AgentError::Model(reason));
+                }
+            };
+            let mut message = reply.message;
+            normalise_call_ids(&mut message.tool_calls, step);
+            let cost = cost_of(&reply.usage, self.price_in, self.price_out);
+            let calls = message.tool_calls.clone();
+            self.append(Event::ModelResponse(ModelResponse {
+                step,
+                pending: calls.iter().map(|c| c.id.clone()).collect(),
+                message,
+                usage: reply.usage,
+                cost_usd: cost,
+            }))?;
+            for call in &calls {
+                self.run_call(step, call).await?;
+            }
+            self.save_step(step)?;
+            if calls.is_empty() {
+                return self.finish(RunStatus::Completed, None);
+            }
+        }
+    }
+
+    /// Which limit, if any, stops the run before another model call.
+    fn limit_reached(&self) -> Option<RunStatus> {
+        let s = self.state();
+        if s.format_errors >= s.limits.max_format_errors.max(1) {
+            return Some(RunStatus::FormatErrors);
+        }
+        if let Some(max) = s.limits.max_steps {
+            if s.step >= max {
+                return Some(RunStatus::MaxSteps);
+            }
+        }
+        if let Some(max) = s.limits.max_cost_usd {
+            if s.cost_usd >= max {
+                return Some(RunStatus::MaxCost);
+            }
+        }
+        None
+    }
+
+    /// Appends `step.saved` with the running totals.
+    pub fn save_step(&mut self, step: u64) -> Result<(), AgentError> {
+        let s = self.state();
+        let ev = Event::StepSaved(StepSaved {
+            step,
+            usage_total: s.usage,
+            cost_usd_total: s.cost_usd,
+        });
+        self.append(ev)?;
+        Ok(())
+    }
+
+    /// Ends the run: stops what it left running and appends `run.finished`.
+    pub fn finish(
+        &mut self,
+        status: RunStatus,
+        reason: Option<String>,
+    ) -> Result<RunStatus, AgentError> {
+        self.processes.kill_all();
+        self.record_exited_processes()?;
+        self.append(Event::RunFinished(RunFinished { status, reason }))?;
+        let s = self.state();
+        self.out.say(&format!(
+            "totals: {} steps · {} in / {} out tokens · ${:.4}",
+            s.step, s.usage.input_tokens, s.usage.output_tokens, s.cost_usd
+        ));
+        Ok(status)
+    }
+
+    /// Records `process.exited` for background processes that ended.
+    fn record_exited_processes(&mut self) -> Result<(), AgentError> {
+        for exited in self.processes.poll_exited() {
+            let known = self
+                .state()
+                .processes
+                .get(&exited.id)
+                .is_some_and(|p| p.exited.is_none());
+            if known {
+                self.append(Event::ProcessExited(ProcessExited { ..exited }))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One call: [pre hook] -> `tool.started` -> run -> [post hook] ->
+    /// `tool.result` (-> `plan.updated`).
+    async fn run_call(&mut self, step: u64, call: &ToolCall) -> Result<(), AgentError> {
+        if let Some(reason) = self.pre_hook(step, call) {
+            self.append(Event::HookBlocked(HookBlocked {
+                step,
+                call_id: call.id.clone(),
+                hook: "pre_tool".into(),
+                reason: reason.clone(),
+            }))?;
+            self.append(Event::ToolResult(ToolResult {
+                step,
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                content: format!("[blocked by the pre_tool hook: {reason}] The call was not run."),
+                is_error: true,
+                interrupted: false,
+                format_error: false,
+                rerun: false,
+            }))?;
+            self.checkpoint_event(step);
+            return Ok(());
+        }
+        self.append(Event::ToolStarted(ToolStarted {
+            step,
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+        }))?;
+        let mut outcome = self.execute(step, call);
+        for record in std::mem::take(&mut outcome.records) {
+            self.append(record)?;
+        }
+        if let Some(feedback) = self.post_hook(step, call, &outcome) {
+            outcome.content.push_str("\n\n[post_tool hook]\n");
+            outcome.content.push_str(&feedback);
+        }
+        self.append(Event::ToolResult(ToolResult {
+            step,
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            content: outcome.content,
+            is_error: outcome.is_error,
+            interrupted: false,
+            format_error: outcome.format_error,
+            rerun: false,
+        }))?;
+        if let Some((items, note)) = outcome.plan_update {
+            self.update_plan(step, items, note)?;
+        }
+        self.checkpoint_event(step);
+        Ok(())
+    }
+
+    fn checkpoint_event(&self, step: u64) {
+        let pending: Vec<String> = self.state().pending.iter().map(|p| p.id.clone()).collect();
+        self.out.event(
+            "checkpoint.saved",
+            json!({
+                "step": step,
+                "path": self.store.path().display().to_string(),
+                "pending": pending,
+            }),
+        );
+    }
+
+    fn hook_input(&self, step: u64, call: &ToolCall, hook: &str) -> serde_json::Value {
+        let run_id = self.state().run.as_ref().map(|r| r.run_id.clone());
+        let arguments = serde_json::from_str::<serde_json::Value>(&call.arguments)
+            .unwrap_or_else(|_| serde_json::Value::String(call.arguments.clone()));
+        json!({
+            "hook": hook,
+            "run_id": run_id,
+            "step": step,
+            "call_id": call.id,
+            "tool": call.name,
+            "arguments": arguments,
+            "workspace": self.workspace.display().to_string(),
+        })
+    }
+
+    fn hook_settings(&self) -> (Option<String>, Option<String>, std::time::Duration, bool) {
+        let settings = self.state().run.as_ref().map(|r| r.settings.clone()).unwrap_or_default();
+        let timeout = settings
+            .hooks_timeout_ms
+            .map(std::time::Duration::from_millis)
+            .unwrap_or(hooks::DEFAULT_TIMEOUT);
+        let block_on_failure = settings.hooks_on_failure.as_deref() != Some("allow");
+        (settings.hooks_pre_tool, settings.hooks_post_tool, timeout, block_on_failure)
+    }
+
+    fn report_hook(&self, hook: &str, call: &ToolCall, outcome: &hooks::HookOutcome) {
+        let detail = match outcome {
+            hooks::HookOutcome::Allow { feedback } => feedback.clone(),
+            hooks::HookOutcome::Block { reason } => Some(reason.clone()),
+            hooks::HookOutcome::Failed { error } => Some(error.clone()),
+        };
+        self.out.event(
+            "hook.ran",
+            json!({ "hook": hook, "call_id": call.id, "tool": call.name,
+                    "outcome": outcome.label(), "detail": detail }),
+        );
+        if let hooks::HookOutcome::Failed { error } = outcome {
+            self.out.warn(error);
+        }
+    }
+
+    /// Runs the pre hook; `Some(reason)` when the call must not run.
+    fn pre_hook(&self, step: u64, call: &ToolCall) -> Option<String> {
+        let (pre, _, timeout, block_on_failure) = self.hook_settings();
+        let command = pre?;
+        let input = self.hook_input(step, call, "pre_tool");
+        let outcome = tokio::task::block_in_place(|| {
+            hooks::run_hook(&command, &input, &self.workspace, timeout)
+        });
+        self.report_hook("pre_tool", call, &outcome);
+        match outcome {
+            hooks::HookOutcome::Allow { .. } => None,
+            hooks::HookOutcome::Block { reason } => Some(reason),
+            hooks::HookOutcome::Failed { error } if block_on_failure => {
+                Some(format!("the hook failed and hooks.on_failure is block: {error}"))
+            }
+            hooks::HookOutcome::Failed { .. } => None,
+        }
+    }
+
+    /// Runs the post hook; returns feedback to append to the result.
+    fn post_hook(&self, step: u64, call: &ToolCall, outcome: &ToolOutcome) -> Option<String> {
+        let (_, post, timeout, _) = self.hook_settings();
+        let command = post?;
+        let mut input = self.hook_input(step, call, "post_tool");
+        input["result"] = json!({ "content": outcome.content, "is_error": outcome.is_error });
+        let ran = tokio::task::block_in_place(|| {
+            hooks::run_hook(&command, &input, &self.workspace, timeout)
+        });
+        self.report_hook("post_tool", call, &ran);
+        match ran {
+            hooks::HookOutcome::Allow { feedback } => feedback,
+            hooks::HookOutcome::Block { reason } => Some(format!("objection: {reason}")),
+            hooks::HookOutcome::Failed { error } => Some(format!("the hook failed: {error}")),
+        }
+    }
+
+    /// Runs a tool on this thread (tools are synchronous).
+    pub fn execute(&self, step: u64, call: &ToolCall) -> ToolOutcome {
+        let ctx = ToolContext {
+            workspace: &self.workspace,
+            step,
+            env: self.env.as_ref(),
+            processes: &self.processes,
+            plan: self.state().plan.as_ref(),
+        };
+        tokio::task::block_in_place(|| self.tools.call(&ctx, call))
+    }
+
+    fn update_plan(
+        &mut self,
+        step: u64,
+        items: Vec<crate::event::PlanItem>,
+        note: Option<String>,
+    ) -> Result<(), AgentError> {
+        let old = self.state().plan.as_ref();
+        let version = old.map_or(0, |p| p.version) + 1;
+        let diff = plan::diff(old.map(|p| p.items.as_slice()), &items);
+        self.append(Event::PlanUpdated(PlanUpdated {
+            step,
+            version,
+            items,
+            note,
+            diff,
+        }))?;
+        if let Some(path) = self.plan_file.clone() {
+            let text = plan::to_markdown(self.state().plan.as_ref());
+            if let Err(e) = crate::fsutil::atomic_write(&path, text.as_bytes()) {
+                self.out
+                    .warn(&format!("could not write plan file {}: {e}", path.display()));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Gives every call a unique, non-empty id (some servers send none or repeat
+/// them); the log and the model both need ids that name one call.
+fn normalise_call_ids(calls: &mut [ToolCall], step: u64) {
+    let mut seen = std::collections::HashSet::new();
+    for (i, c) in calls.iter_mut().enumerate() {
+        if c.id.is_empty() || !seen.insert(c.id.clone()) {
+            c.id = format!("call_{step}_{i}");
+            seen.insert(c.id.clone());
+        }
+    }
+}
+
+/// True when the state says the run finished.
+pub fn is_finished(state: &State) -> bool {
+    matches!(state.status, Status::Finished(_))
+}

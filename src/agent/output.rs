@@ -1,0 +1,248 @@
+//! What a run shows the user: `--json` events on stdout (one object per line,
+//! each with an `"event"` member), or a live human view on stderr.
+//!
+//! Events about a record are emitted only after that record is durable: the
+//! loop calls [`Output::record`] after `Store::append` returned.
+
+use crate::event::{Event, Message};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::{Value, json};
+use std::io::Write;
+use std::time::Duration;
+
+/// Where the run's output goes.
+pub struct Output {
+    json: bool,
+    spinner: Option<ProgressBar>,
+    streamed: bool,
+}
+
+fn preview(s: &str, max: usize) -> String {
+    let one_line: String = s
+        .chars()
+        .map(|c| if c == '\n' { '⏎' } else { c })
+        .collect();
+    if one_line.chars().count() <= max {
+        one_line
+    } else {
+        let cut: String = one_line.chars().take(max).collect();
+        format!("{cut}…")
+    }
+}
+
+impl Output {
+    pub fn new(json: bool) -> Output {
+        Output {
+            json,
+            spinner: None,
+            streamed: false,
+        }
+    }
+
+    pub fn is_json(&self) -> bool {
+        self.json
+    }
+
+    /// Prints one JSON event line on stdout (json mode only).
+    pub fn event(&self, name: &str, mut body: Value) {
+        if !self.json {
+            return;
+        }
+        if let Value::Object(map) = &mut body {
+            map.insert("event".into(), Value::String(name.into()));
+        } else {
+            body = json!({ "event": name, "data": body });
+        }
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{body}");
+        let _ = out.flush();
+    }
+
+    /// A human line on stderr (human mode only).
+    pub fn say(&self, line: &str) {
+        if self.json {
+            return;
+        }
+        self.suspend(|| eprintln!("{line}"));
+    }
+
+    /// A warning: shown in both modes (stderr).
+    pub fn warn(&self, line: &str) {
+        self.suspend(|| eprintln!("warning: {line}"));
+    }
+
+    fn suspend(&self, f: impl FnOnce()) {
+        match &self.spinner {
+            Some(sp) => sp.suspend(f),
+            None => f(),
+        }
+    }
+
+    /// Starts the "model is thinking" spinner (human mode, terminals only).
+    pub fn thinking(&mut self, step: u64) {
+        self.streamed = false;
+        if self.json {
+            return;
+        }
+        let sp = ProgressBar::new_spinner();
+        sp.set_style(
+            ProgressStyle::with_template("{spinner} step {msg} · thinking {elapsed}")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
+        sp.set_message(step.to_string());
+        sp.enable_steady_tick(Duration::from_millis(100));
+        self.spinner = Some(sp);
+    }
+
+    /// Streamed model text as it arrives (human mode).
+    pub fn text(&mut self, chunk: &str) {
+        if self.json {
+            return;
+        }
+        if let Some(sp) = self.spinner.take() {
+            sp.finish_and_clear();
+        }
+        self.streamed = true;
+        eprint!("{chunk}");
+    }
+
+    pub fn done_thinking(&mut self) {
+        if let Some(sp) = self.spinner.take() {
+            sp.finish_and_clear();
+        }
+        if self.streamed && !self.json {
+            eprintln!();
+        }
+    }
+
+    /// Reports a durable record: the matching `--json` event, or a human line.
+    pub fn record(&mut self, seq: u64, event: &Event) {
+        if self.json {
+            if let Some((name, body)) = json_event(seq, event) {
+                self.event(name, body);
+            }
+        } else {
+            self.human(event);
+        }
+    }
+
+    fn human(&mut self, event: &Event) {
+        match event {
+            Event::RunStarted(r) => self.say(&format!(
+                "tinyagent · run {} · {} ({}){}",
+                r.run_id,
+                r.model,
+                r.provider,
+                if r.plan_enabled { " · plan on" } else { "" }
+            )),
+            Event::ModelResponse(r) => {
+                let text = r.message.content.trim();
+                if !text.is_empty() && !self.streamed {
+                    self.say(&format!("step {} · {}", r.step, preview(text, 300)));
+                } else if text.is_empty() {
+                    self.say(&format!("step {}", r.step));
+                }
+                for c in &r.message.tool_calls {
+                    self.say(&format!("  → {} {}", c.name, preview(&c.arguments, 100)));
+                }
+            }
+            Event::ToolStarted(_) => {}
+            Event::ToolResult(r) => {
+                let mark = if r.interrupted {
+                    "⚠"
+                } else if r.is_error {
+                    "✗"
+                } else {
+                    "✓"
+                };
+                let lines = r.content.lines().count();
+                self.say(&format!(
+                    "    {mark} {} ({lines} lines)",
+                    preview(r.content.trim(), 120)
+                ));
+            }
+            Event::PlanUpdated(p) => {
+                let plan = crate::session::Plan {
+                    version: p.version,
+                    items: p.items.clone(),
+                    note: p.note.clone(),
+                    updated_step: p.step,
+                };
+                self.say(&format!(
+                    "  plan v{}:\n{}",
+                    p.version,
+                    indent(&crate::session::plan::render(Some(&plan)))
+                ));
+            }
+            Event::Compaction(c) => self.say(&format!(
+                "  compacted {} messages into a summary ({} kept)",
+                c.replaced,
+                c.view.len().saturating_sub(1)
+            )),
+            Event::HookBlocked(h) => {
+                self.say(&format!("    ⛔ {} blocked {}: {}", h.hook, h.call_id, h.reason))
+            }
+            Event::ProcessStarted(p) => {
+                self.say(&format!("    ↳ background {} pid {}: {}", p.id, p.pid, p.command))
+            }
+            Event::ProcessExited(p) => self.say(&format!(
+                "    ↳ background {} exited ({})",
+                p.id,
+                p.exit_code
+                    .map(|c| c.to_string())
+                    .unwrap_or_else(|| "signal".into())
+            )),
+            Event::StepSaved(_) => {}
+            Event::Resume(r) => self.say(&format!("resumed:\n{}", indent(&r.notice))),
+            Event::RunFinished(f) => self.say(&format!(
+                "finished: {}{}",
+                serde_json::to_value(f.status)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default(),
+                f.reason
+                    .as_ref()
+                    .map(|r| format!(" ({r})"))
+                    .unwrap_or_default()
+            )),
+        }
+    }
+}
+
+fn indent(s: &str) -> String {
+    s.lines()
+        .map(|l| format!("    {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The `--json` event for a record: the record's data plus `event` and `seq`.
+/// `tool.result` is reported as `tool.finished`.
+pub fn json_event(seq: u64, event: &Event) -> Option<(&'static str, Value)> {
+    let v = serde_json::to_value(event).ok()?;
+    let mut data = v.get("data").cloned().unwrap_or(Value::Null);
+    let name = match event {
+        Event::ToolResult(_) => "tool.finished",
+        Event::ModelResponse(r) => {
+            // Flatten what a consumer wants most.
+            if let Value::Object(m) = &mut data {
+                m.insert("content".into(), Value::String(r.message.content.clone()));
+                m.insert(
+                    "tool_calls".into(),
+                    serde_json::to_value(&r.message.tool_calls).ok()?,
+                );
+            }
+            "model.response"
+        }
+        other => other.kind(),
+    };
+    if let Value::Object(m) = &mut data {
+        m.insert("seq".into(), json!(seq));
+    }
+    Some((name, data))
+}
+
+/// A short description of a message, for logs and notices.
+pub fn describe(m: &Message) -> String {
+    format!("{:?}: {}", m.role, preview(&m.content, 80))
+}

@@ -1,0 +1,232 @@
+//! What resume does to a stopped run before the loop carries on: every pending
+//! call gets a result (re-run when it is a read-only tool, synthesized
+//! otherwise), the interrupted step is saved, lost background processes are
+//! checked, and one `resume` record carries the `[Resumed]` notice.
+
+use super::{Agent, AgentError};
+use crate::event::{Event, Limits, Resume, ToolResult, ToolStarted};
+use crate::session::{ProcessInfo, plan};
+use crate::tools::ToolSet;
+use serde_json::json;
+
+/// Result text for a call whose `tool.started` was durable but no result.
+pub const INTERRUPTED_TEXT: &str = "[interrupted: tool did not complete before the agent stopped; it may have partially run — verify state before retrying]";
+/// Result text for a call that never started.
+pub const NOT_RUN_TEXT: &str =
+    "[not run: the agent stopped before this call started; it had no effect]";
+
+/// What the caller knows about the stop, for the notice.
+#[derive(Debug, Default, Clone)]
+pub struct StopInfo {
+    /// When the log was last written (RFC 3339), if known.
+    pub stopped_at: Option<String>,
+    /// Bytes of a torn last record that were cut.
+    pub torn_bytes: Option<u64>,
+    /// Free-text process summary from an imported v1 trajectory.
+    pub untracked_processes: Option<String>,
+    /// New limits given on the command line.
+    pub limits: Option<Limits>,
+    /// A new user message (`--message`).
+    pub message: Option<String>,
+}
+
+/// Is `pid` still the process that was recorded (same start time)?
+pub fn process_alive(info: &ProcessInfo) -> bool {
+    match crate::tools::proc_start_time(info.pid) {
+        Some(now) => info.start_time.is_none_or(|t| t == now),
+        None => false,
+    }
+}
+
+impl Agent {
+    /// Closes every open end of the log and appends the `resume` record.
+    pub fn recover(&mut self, stop: StopInfo) -> Result<(), AgentError> {
+        let pending = self.state().pending.clone();
+        let mut interrupted = Vec::new();
+        let mut not_run = Vec::new();
+        let mut rerun = Vec::new();
+        for call in &pending {
+            self.out.event(
+                "resume.interrupted_call",
+                json!({ "id": call.id, "name": call.name, "started": call.started }),
+            );
+            let model_call = self.find_call(&call.id);
+            if ToolSet::is_rerunnable(&call.name) {
+                if let Some(tc) = model_call {
+                    if !call.started {
+                        self.append(Event::ToolStarted(ToolStarted {
+                            step: call.step,
+                            call_id: call.id.clone(),
+                            name: call.name.clone(),
+                        }))?;
+                    }
+                    let outcome = self.execute(call.step, &tc);
+                    self.append(Event::ToolResult(ToolResult {
+                        step: call.step,
+                        call_id: call.id.clone(),
+                        name: call.name.clone(),
+                        content: outcome.content,
+                        is_error: outcome.is_error,
+                        interrupted: false,
+                        format_error: outcome.format_error,
+                        rerun: true,
+                    }))?;
+                    rerun.push(call.id.clone());
+                    continue;
+                }
+            }
+            let text = if call.started {
+                interrupted.push(call.id.clone());
+                INTERRUPTED_TEXT
+            } else {
+                not_run.push(call.id.clone());
+                NOT_RUN_TEXT
+            };
+            self.append(Event::ToolResult(ToolResult {
+                step: call.step,
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                content: text.to_string(),
+                is_error: true,
+                interrupted: true,
+                format_error: false,
+                rerun: false,
+            }))?;
+        }
+        let s = self.state();
+        if s.step > s.saved_step {
+            let step = s.step;
+            self.save_step(step)?;
+        }
+        let lost: Vec<ProcessInfo> = self
+            .state()
+            .processes
+            .values()
+            .filter(|p| p.exited.is_none())
+            .cloned()
+            .collect();
+        for p in &lost {
+            self.out.event(
+                "resume.process_lost",
+                json!({ "id": p.id, "pid": p.pid, "cmd": p.command, "env": p.env,
+                        "still_running": process_alive(p) }),
+            );
+        }
+        let notice = self.notice(&stop, &interrupted, &not_run, &rerun, &lost);
+        let mut all: Vec<String> = interrupted.clone();
+        all.extend(not_run.iter().cloned());
+        self.append(Event::Resume(Resume {
+            interrupted: all,
+            lost_processes: lost.iter().map(|p| p.id.clone()).collect(),
+            notice,
+            limits: stop.limits.clone(),
+            message: stop.message.clone(),
+        }))?;
+        Ok(())
+    }
+
+    fn find_call(&self, id: &str) -> Option<crate::event::ToolCall> {
+        self.state()
+            .messages
+            .iter()
+            .rev()
+            .flat_map(|m| m.tool_calls.iter())
+            .find(|c| c.id == id)
+            .cloned()
+    }
+
+    fn notice(
+        &self,
+        stop: &StopInfo,
+        interrupted: &[String],
+        not_run: &[String],
+        rerun: &[String],
+        lost: &[ProcessInfo],
+    ) -> String {
+        let s = self.state();
+        let mut n = String::from("[Resumed] The agent stopped");
+        if let Some(at) = &stop.stopped_at {
+            n.push_str(&format!(" (its log was last written at {at})"));
+        }
+        n.push_str(&format!(
+            " after step {} and has been resumed. Nothing was lost from the conversation.\n",
+            s.step
+        ));
+        if let Some(b) = stop.torn_bytes {
+            n.push_str(&format!(
+                "A record that was being written when it stopped was incomplete ({b} bytes) and was set aside.\n"
+            ));
+        }
+        let name_of = |id: &str| {
+            s.messages
+                .iter()
+                .flat_map(|m| m.tool_calls.iter())
+                .find(|c| c.id == id)
+                .map(|c| format!("{id} ({} {})", c.name, short(&c.arguments)))
+                .unwrap_or_else(|| id.to_string())
+        };
+        let list = |ids: &[String]| ids.iter().map(|i| name_of(i)).collect::<Vec<_>>();
+        if interrupted.is_empty() && not_run.is_empty() && rerun.is_empty() {
+            n.push_str("No tool call was in flight.\n");
+        }
+        if !interrupted.is_empty() {
+            n.push_str("Interrupted while running (may have partially run; verify before retrying):\n");
+            for l in list(interrupted) {
+                n.push_str(&format!("- {l}\n"));
+            }
+        }
+        if !not_run.is_empty() {
+            n.push_str("Never started (had no effect):\n");
+            for l in list(not_run) {
+                n.push_str(&format!("- {l}\n"));
+            }
+        }
+        if !rerun.is_empty() {
+            n.push_str("Read-only calls re-run on resume (their results above are fresh):\n");
+            for l in list(rerun) {
+                n.push_str(&format!("- {l}\n"));
+            }
+        }
+        if !lost.is_empty() {
+            n.push_str("Background processes from before the stop are no longer tracked:\n");
+            for p in lost {
+                let state = if process_alive(p) {
+                    format!(
+                        "still running as an orphan (pid {}); kill it with `kill -- -{}` if it is not needed",
+                        p.pid, p.pid
+                    )
+                } else {
+                    "no longer running".to_string()
+                };
+                n.push_str(&format!(
+                    "- {} pid {} [{}] `{}`: {state}\n",
+                    p.id,
+                    p.pid,
+                    if p.env.is_empty() { "local" } else { &p.env },
+                    short(&p.command)
+                ));
+            }
+        }
+        if let Some(bg) = &stop.untracked_processes {
+            n.push_str(&format!(
+                "Processes from the earlier run (not tracked): {}\n",
+                bg.trim()
+            ));
+        }
+        if s.run.as_ref().is_some_and(|r| r.plan_enabled) {
+            n.push_str("Current plan:\n");
+            n.push_str(&plan::render(s.plan.as_ref()));
+            n.push('\n');
+        }
+        n
+    }
+}
+
+fn short(s: &str) -> String {
+    let one: String = s.chars().take(120).collect();
+    if one.len() < s.len() {
+        format!("{one}…")
+    } else {
+        one
+    }
+}

@@ -1,0 +1,59 @@
+//! `tinyagent log ...`: inspect, verify, repair, export, import.
+
+use super::CliError;
+use super::args::LogCommand;
+use super::inspect;
+use crate::store;
+use std::path::Path;
+
+fn export(wal: &Path, output: Option<&Path>) -> Result<i32, CliError> {
+    let loaded = store::load(wal).map_err(|e| CliError::new(e.exit_code(), e.to_string()))?;
+    if let Some(c) = &loaded.scan.corruption {
+        return Err(CliError::new(
+            2,
+            format!(
+                "{}: corrupt at seq {} (byte offset {}): {}; refusing to export part of a run",
+                wal.display(),
+                c.seq,
+                c.offset,
+                c.reason
+            ),
+        ));
+    }
+    let doc = crate::trajectory::export_v2(&loaded.state);
+    let text = serde_json::to_string_pretty(&doc)
+        .map_err(|e| CliError::new(1, format!("cannot serialise the trajectory: {e}")))?;
+    match output {
+        Some(path) => {
+            if path == wal {
+                return Err(CliError::new(2, "the output must not be the log itself"));
+            }
+            crate::fsutil::atomic_write(path, format!("{text}\n").as_bytes())
+                .map_err(|e| CliError::new(1, format!("cannot write {}: {e}", path.display())))?;
+            eprintln!("wrote {}", path.display());
+        }
+        None => println!("{text}"),
+    }
+    Ok(0)
+}
+
+fn import(json: &Path, output: &Path) -> Result<i32, CliError> {
+    let background = super::resume::import_trajectory(json, output)?;
+    eprintln!("imported {} into {}", json.display(), output.display());
+    if let Some(bg) = background {
+        eprintln!("background processes from the earlier run (not tracked): {bg}");
+    }
+    Ok(0)
+}
+
+/// Runs one `log` subcommand.
+pub fn log(cmd: LogCommand) -> Result<i32, CliError> {
+    let (mut out, mut err) = (std::io::stdout(), std::io::stderr());
+    match cmd {
+        LogCommand::Inspect { wal, json } => Ok(inspect::inspect(&wal, json, &mut out)?),
+        LogCommand::Verify { wal } => Ok(inspect::verify(&wal, &mut err)?),
+        LogCommand::Repair { wal } => Ok(inspect::repair(&wal, &mut err)?),
+        LogCommand::Export { wal, output } => export(&wal, output.as_deref()),
+        LogCommand::Import { json, output } => import(&json, &output),
+    }
+}

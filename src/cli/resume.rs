@@ -1,0 +1,165 @@
+//! `tinyagent resume`: open the log under its lock, cut a torn tail, load the
+//! newest snapshot, replay the rest, close every open end, carry on.
+
+use super::CliError;
+use super::args::ResumeArgs;
+use super::run::{exec_env, process_dir, provider_for, store_options};
+use crate::agent::output::Output;
+use crate::agent::resume::StopInfo;
+use crate::agent::{Agent, AgentParts};
+use crate::event::{Limits, RunStatus};
+use crate::session::Status;
+use crate::store::{Store, StoreOptions};
+use crate::tools::{ProcessTable, ToolSet, ToolSetOptions};
+use std::path::{Path, PathBuf};
+
+fn refuse(msg: impl Into<String>) -> CliError {
+    CliError::new(2, msg)
+}
+
+/// A whole-file trajectory rather than a log?
+fn is_trajectory(path: &Path) -> bool {
+    if path.extension().is_some_and(|e| e == "json") {
+        return true;
+    }
+    // Sniff: a log's first line ends with its crc member.
+    let Ok(f) = std::fs::File::open(path) else {
+        return false;
+    };
+    let mut first = Vec::new();
+    let mut r = std::io::BufReader::new(f);
+    use std::io::BufRead;
+    if r.read_until(b'\n', &mut first).is_err() {
+        return false;
+    }
+    let line = first.strip_suffix(b"\n").unwrap_or(&first);
+    first.first() == Some(&b'{') && crate::wal::frame::check_crc(line).is_err()
+}
+
+/// Imports a trajectory JSON into `<path>.wal` (refused if that exists).
+/// Returns the log path and the v1 free-text process summary.
+pub fn import_trajectory(json: &Path, wal: &Path) -> Result<Option<String>, CliError> {
+    if wal.exists() {
+        return Err(refuse(format!(
+            "{} exists: refusing to overwrite it (resume that log instead)",
+            wal.display()
+        )));
+    }
+    let text = std::fs::read_to_string(json)
+        .map_err(|e| refuse(format!("cannot read {}: {e}", json.display())))?;
+    let imported = crate::trajectory::import(&text)
+        .map_err(|e| refuse(format!("{}: {e}", json.display())))?;
+    let mut store = Store::create(wal, StoreOptions::default())
+        .map_err(|e| CliError::new(e.exit_code(), e.to_string()))?;
+    for ev in imported.events {
+        store
+            .append(ev)
+            .map_err(|e| CliError::new(e.exit_code(), e.to_string()))?;
+    }
+    store
+        .close()
+        .map_err(|e| CliError::new(e.exit_code(), e.to_string()))?;
+    Ok(imported.background)
+}
+
+fn wal_for_json(json: &Path) -> PathBuf {
+    let mut s = json.as_os_str().to_owned();
+    s.push(".wal");
+    PathBuf::from(s)
+}
+
+fn mtime(path: &Path) -> Option<String> {
+    let t = std::fs::metadata(path).ok()?.modified().ok()?;
+    Some(humantime::format_rfc3339_seconds(t).to_string())
+}
+
+/// `tinyagent resume`.
+pub async fn resume(args: &ResumeArgs) -> Result<i32, CliError> {
+    let (wal, untracked) = if is_trajectory(&args.path) {
+        let wal = wal_for_json(&args.path);
+        let bg = import_trajectory(&args.path, &wal)?;
+        eprintln!("imported {} into {}", args.path.display(), wal.display());
+        (wal, bg)
+    } else {
+        (args.path.clone(), None)
+    };
+    if !wal.exists() {
+        return Err(refuse(format!("{}: no such log", wal.display())));
+    }
+    let stopped_at = mtime(&wal);
+    let (mut store, report) = Store::open(&wal, StoreOptions::default())
+        .map_err(|e| CliError::new(e.exit_code(), e.to_string()))?;
+    let run = store
+        .state()
+        .run
+        .clone()
+        .ok_or_else(|| refuse(format!("{}: the log has no run.started record", wal.display())))?;
+    let out = Output::new(args.json);
+    for w in &report.warnings {
+        out.warn(w);
+    }
+    if let Some((torn, kept)) = &report.torn_tail {
+        out.warn(&format!(
+            "cut a torn last record ({} bytes at offset {}); the bytes are kept in {}",
+            torn.bytes,
+            torn.offset,
+            kept.display()
+        ));
+    }
+    if store.state().status == Status::Finished(RunStatus::Completed) && args.message.is_none() {
+        eprintln!(
+            "{}: the run already finished (completed, {} steps); use --message to continue it",
+            wal.display(),
+            store.state().step
+        );
+        return Ok(0);
+    }
+    let tools = ToolSet::new(ToolSetOptions {
+        read_only: run.read_only,
+        plan: run.plan_enabled,
+    });
+    if tools.signature() != run.tool_signature {
+        return Err(refuse(format!(
+            "tool set mismatch: the log was written with tool signature {} (plan {}, {}), this tinyagent offers {} for those settings",
+            run.tool_signature,
+            if run.plan_enabled { "on" } else { "off" },
+            if run.read_only { "read-only" } else { "read-write" },
+            tools.signature()
+        )));
+    }
+    let mut limits: Option<Limits> = None;
+    if args.max_steps.is_some() || args.max_cost.is_some() {
+        let mut l = store.state().limits.clone();
+        if let Some(n) = args.max_steps {
+            l.max_steps = Some(n);
+        }
+        if let Some(c) = args.max_cost {
+            if !c.is_finite() || c < 0.0 {
+                return Err(refuse("--max-cost must be a number >= 0"));
+            }
+            l.max_cost_usd = Some(c);
+        }
+        limits = Some(l);
+    }
+    let provider = provider_for(&run, &args.provider)?;
+    let env = exec_env(&run)?;
+    store.set_snapshot_every(store_options(&run).snapshot_every);
+    eprintln!("log: {}", wal.display());
+    let mut agent = Agent::new(AgentParts {
+        store,
+        tools,
+        provider,
+        env,
+        processes: ProcessTable::new(process_dir(&wal)),
+        out,
+    })?;
+    agent.recover(StopInfo {
+        stopped_at,
+        torn_bytes: report.torn_tail.as_ref().map(|(t, _)| t.bytes),
+        untracked_processes: untracked,
+        limits,
+        message: args.message.clone(),
+    })?;
+    let status = agent.run().await?;
+    Ok(super::status_exit_code(status))
+}
