@@ -52,7 +52,7 @@ pub fn check_chat(body: &Value) -> Vec<String> {
             v.push(format!("non-standard top-level field {key:?}"));
         }
     }
-    if !body["model"].as_str().is_some_and(|m| !m.is_empty()) {
+    if body["model"].as_str().is_none_or(str::is_empty) {
         v.push("no model".into());
     }
     if let Some(tools) = obj.get("tools") {
