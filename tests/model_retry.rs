@@ -91,6 +91,21 @@ async fn dropped_connection_is_retried() {
 }
 
 #[tokio::test]
+async fn reply_cut_halfway_is_retried() {
+    for stream in [false, true] {
+        let server = MockServer::start(vec![
+            MockReply::tool_call("bash", serde_json::json!({"command": "echo one two three"}))
+                .with_content("a longer text so that half of it is a real prefix")
+                .cut(),
+            MockReply::text("whole"),
+        ]);
+        let provider = Provider::new(config(&server, stream)).unwrap();
+        assert_eq!(run(&provider).await.unwrap(), "whole", "stream={stream}");
+        assert_eq!(server.request_count(), 2);
+    }
+}
+
+#[tokio::test]
 async fn timeout_is_retried() {
     let server = MockServer::start(vec![
         MockReply::text("too late").delayed(Duration::from_secs(3)),

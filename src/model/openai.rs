@@ -101,6 +101,11 @@ impl OpenAiProvider {
                 }
             }
             if ended {
+                if !acc.saw_finish_reason() {
+                    return Err(ModelError::Transport(
+                        "the stream ended before the reply was complete".into(),
+                    ));
+                }
                 return acc.finish(step);
             }
         }
@@ -257,6 +262,7 @@ pub(crate) struct StreamAssembler {
     calls: BTreeMap<u64, PartialCall>,
     usage: Usage,
     chunks: usize,
+    finished: bool,
 }
 
 impl StreamAssembler {
@@ -284,11 +290,14 @@ impl StreamAssembler {
         if v.get("usage").is_some_and(|u| !u.is_null()) {
             self.usage = usage_of(v.get("usage"));
         }
-        let Some(delta) = v
-            .get("choices")
-            .and_then(|c| c.get(0))
-            .and_then(|c| c.get("delta"))
-        else {
+        let choice = v.get("choices").and_then(|c| c.get(0));
+        if choice
+            .and_then(|c| c.get("finish_reason"))
+            .is_some_and(|f| !f.is_null())
+        {
+            self.finished = true;
+        }
+        let Some(delta) = choice.and_then(|c| c.get("delta")) else {
             return Ok(false);
         };
         let piece = text_of(delta.get("content"))?;
@@ -319,6 +328,12 @@ impl StreamAssembler {
             }
         }
         Ok(false)
+    }
+
+    /// True once a chunk carried a `finish_reason`: a stream that ends
+    /// without `[DONE]` is complete only then.
+    pub(crate) fn saw_finish_reason(&self) -> bool {
+        self.finished
     }
 
     /// The assembled reply.

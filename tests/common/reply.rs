@@ -43,6 +43,9 @@ pub enum MockReply {
     Json(Value),
     /// The connection is cut before a complete response arrives.
     Drop,
+    /// The first half of the inner reply's body is sent (as a stream when
+    /// the request asked for one), then the connection is cut.
+    Cut(Box<MockReply>),
     /// Waits, then answers (to test timeouts).
     Delay(Duration, Box<MockReply>),
     /// Decided when the request arrives.
@@ -65,6 +68,7 @@ impl std::fmt::Debug for MockReply {
             MockReply::Status { code, .. } => write!(f, "Status({code})"),
             MockReply::Json(v) => write!(f, "Json({v})"),
             MockReply::Drop => f.write_str("Drop"),
+            MockReply::Cut(r) => write!(f, "Cut({r:?})"),
             MockReply::Delay(d, r) => write!(f, "Delay({d:?}, {r:?})"),
             MockReply::Func(_) => f.write_str("Func"),
         }
@@ -183,6 +187,11 @@ impl MockReply {
     /// The connection is cut.
     pub fn drop_connection() -> Self {
         MockReply::Drop
+    }
+
+    /// Half of this reply, then the connection is cut.
+    pub fn cut(self) -> Self {
+        MockReply::Cut(Box::new(self))
     }
 
     /// 200 with this JSON body.

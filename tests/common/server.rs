@@ -257,9 +257,23 @@ async fn handle(
                 tokio::time::sleep(wait).await;
                 reply = *inner;
             }
+            MockReply::Cut(inner) => return cut(render(*inner, &request)).await,
             other => return render(other, &request),
         }
     }
+}
+
+/// Keeps the status and headers and the first half of the body, then fails
+/// the body so the connection is cut.
+async fn cut(full: Response) -> Response {
+    let (parts, body) = full.into_parts();
+    let bytes = axum::body::to_bytes(body, usize::MAX)
+        .await
+        .expect("mock body");
+    let half = bytes.slice(..bytes.len() / 2).to_vec();
+    let items: Vec<Result<Vec<u8>, std::io::Error>> =
+        vec![Ok(half), Err(std::io::Error::other("mock: connection cut"))];
+    Response::from_parts(parts, Body::from_stream(futures_util::stream::iter(items)))
 }
 
 fn render(reply: MockReply, req: &RecordedRequest) -> Response {
@@ -327,7 +341,7 @@ fn render(reply: MockReply, req: &RecordedRequest) -> Response {
                 Body::from_stream(broken),
             )
         }
-        MockReply::Func(_) | MockReply::Delay(..) => {
+        MockReply::Func(_) | MockReply::Delay(..) | MockReply::Cut(_) => {
             unreachable!("resolved before rendering")
         }
     }
