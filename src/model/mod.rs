@@ -40,3 +40,189 @@ pub struct ModelReply {
     pub message: Message,
     pub usage: Usage,
 }
+
+mod anthropic;
+mod error;
+mod http;
+mod openai;
+mod script;
+mod sse;
+
+pub use anthropic::AnthropicProvider;
+pub use error::ModelError;
+pub use openai::OpenAiProvider;
+pub use script::ScriptProvider;
+
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+/// Default Chat Completions base URL.
+pub const OPENAI_DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+/// Default Anthropic base URL (the path `/v1/messages` is appended).
+pub const ANTHROPIC_DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+
+/// Which kind of model backend to talk to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProviderKind {
+    /// Any OpenAI-compatible Chat Completions server.
+    OpenAi,
+    /// The Anthropic Messages API.
+    Anthropic,
+    /// Offline scripted turns from a JSON file.
+    Script,
+}
+
+impl ProviderKind {
+    /// The name used on the command line, in config and in `run.started`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            ProviderKind::OpenAi => "openai",
+            ProviderKind::Anthropic => "anthropic",
+            ProviderKind::Script => "script",
+        }
+    }
+}
+
+impl fmt::Display for ProviderKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for ProviderKind {
+    type Err = ModelError;
+
+    fn from_str(s: &str) -> Result<Self, ModelError> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "openai" => Ok(ProviderKind::OpenAi),
+            "anthropic" => Ok(ProviderKind::Anthropic),
+            "script" => Ok(ProviderKind::Script),
+            other => Err(ModelError::Config(format!(
+                "unknown provider {other:?} (expected openai, anthropic or script)"
+            ))),
+        }
+    }
+}
+
+/// Everything needed to build a [`Provider`]. The `Debug` output never shows
+/// the API key.
+#[derive(Clone)]
+pub struct ProviderConfig {
+    pub provider: ProviderKind,
+    pub model: String,
+    /// `None` means the provider's public endpoint.
+    pub base_url: Option<String>,
+    /// The secret. Never logged, never part of an error or of `Debug` output.
+    pub api_key: Option<String>,
+    /// Script file for [`ProviderKind::Script`].
+    pub script: Option<PathBuf>,
+    /// Ask for server-sent events (OpenAI-compatible only; Anthropic ignores it).
+    pub stream: bool,
+    /// Limit for one attempt (for streams: for the headers and for each gap
+    /// between chunks).
+    pub request_timeout: Duration,
+    /// Retries after the first attempt on 429, 5xx, connection errors and timeouts.
+    pub max_retries: u32,
+    /// First backoff delay; doubled on every retry, with jitter.
+    pub retry_base: Duration,
+}
+
+impl ProviderConfig {
+    /// A configuration with the defaults: no key, no streaming, a 5 minute
+    /// request timeout, 5 retries starting at 500 ms.
+    pub fn new(provider: ProviderKind, model: impl Into<String>) -> Self {
+        ProviderConfig {
+            provider,
+            model: model.into(),
+            base_url: None,
+            api_key: None,
+            script: None,
+            stream: false,
+            request_timeout: Duration::from_secs(300),
+            max_retries: 5,
+            retry_base: Duration::from_millis(500),
+        }
+    }
+
+    /// The base URL requests go to (trailing slash removed), or `None` for
+    /// the script provider.
+    pub fn effective_base_url(&self) -> Option<String> {
+        let default = match self.provider {
+            ProviderKind::OpenAi => OPENAI_DEFAULT_BASE_URL,
+            ProviderKind::Anthropic => ANTHROPIC_DEFAULT_BASE_URL,
+            ProviderKind::Script => return None,
+        };
+        let url = self.base_url.as_deref().unwrap_or(default);
+        Some(url.trim_end_matches('/').to_string())
+    }
+}
+
+impl fmt::Debug for ProviderConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ProviderConfig")
+            .field("provider", &self.provider)
+            .field("model", &self.model)
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("script", &self.script)
+            .field("stream", &self.stream)
+            .field("request_timeout", &self.request_timeout)
+            .field("max_retries", &self.max_retries)
+            .field("retry_base", &self.retry_base)
+            .finish()
+    }
+}
+
+/// A model backend.
+#[derive(Debug)]
+pub enum Provider {
+    OpenAi(OpenAiProvider),
+    Anthropic(AnthropicProvider),
+    Script(ScriptProvider),
+}
+
+impl Provider {
+    /// Builds the provider: an HTTP client for the remote kinds, a parsed
+    /// script for [`ProviderKind::Script`] (a bad script file fails here).
+    pub fn new(cfg: ProviderConfig) -> Result<Provider, ModelError> {
+        match cfg.provider {
+            ProviderKind::OpenAi => Ok(Provider::OpenAi(OpenAiProvider::new(cfg)?)),
+            ProviderKind::Anthropic => Ok(Provider::Anthropic(AnthropicProvider::new(cfg)?)),
+            ProviderKind::Script => {
+                let path = cfg.script.as_ref().ok_or_else(|| {
+                    ModelError::Config("the script provider needs a script file (--script)".into())
+                })?;
+                Ok(Provider::Script(ScriptProvider::load(path)?))
+            }
+        }
+    }
+
+    /// Which kind of provider this is.
+    pub fn kind(&self) -> ProviderKind {
+        match self {
+            Provider::OpenAi(_) => ProviderKind::OpenAi,
+            Provider::Anthropic(_) => ProviderKind::Anthropic,
+            Provider::Script(_) => ProviderKind::Script,
+        }
+    }
+
+    /// Asks the model for the next assistant message. Retries transient
+    /// failures with backoff. The reply's text is passed to `on_text` before
+    /// this returns: piece by piece as it streams in, or in one piece for
+    /// non-streaming providers (nothing is passed when the text is empty).
+    /// When a stream breaks and is retried, pieces of the failed attempt may
+    /// already have been passed.
+    pub async fn complete(
+        &self,
+        req: &ModelRequest,
+        on_text: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<ModelReply, ModelError> {
+        match self {
+            Provider::OpenAi(p) => p.complete(req, on_text).await,
+            Provider::Anthropic(p) => p.complete(req, on_text).await,
+            Provider::Script(p) => p.complete(req, on_text).await,
+        }
+    }
+}

@@ -1,0 +1,295 @@
+//! The Anthropic Messages API client (non-streaming): the system prompt goes
+//! top-level, tool calls become `tool_use` blocks and results `tool_result`
+//! blocks in user messages, consecutive same-role messages are merged.
+
+use super::error::ModelError;
+use super::http::{Backoff, build_client, checked_base_url, exchange_json};
+use super::{ModelReply, ModelRequest, ProviderConfig, Purpose};
+use crate::event::{Message, Role, ToolCall, Usage};
+use serde_json::{Value, json};
+
+/// API version header value.
+const ANTHROPIC_VERSION: &str = "2023-06-01";
+/// `max_tokens` sent with every request.
+pub const ANTHROPIC_MAX_TOKENS: u32 = 8192;
+
+/// Client for `POST {base_url}/v1/messages`.
+#[derive(Debug)]
+pub struct AnthropicProvider {
+    cfg: ProviderConfig,
+    url: String,
+    client: reqwest::Client,
+}
+
+impl AnthropicProvider {
+    pub fn new(cfg: ProviderConfig) -> Result<Self, ModelError> {
+        let url = format!("{}/v1/messages", checked_base_url(&cfg)?);
+        let client = build_client(&cfg)?;
+        Ok(AnthropicProvider { cfg, url, client })
+    }
+
+    pub(crate) async fn complete(
+        &self,
+        req: &ModelRequest,
+        on_text: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<ModelReply, ModelError> {
+        let body = request_body(&self.cfg.model, req);
+        let mut backoff = Backoff::new(&self.cfg);
+        loop {
+            let attempt = match exchange_json(&self.cfg, self.request(&body)?).await {
+                Ok(v) => parse_response(&v, req.step),
+                Err(e) => Err(e),
+            };
+            match attempt {
+                Ok(reply) => {
+                    if !reply.message.content.is_empty() {
+                        on_text(&reply.message.content);
+                    }
+                    return Ok(reply);
+                }
+                Err(e) => backoff.failed(e).await?,
+            }
+        }
+    }
+
+    fn request(&self, body: &Value) -> Result<reqwest::RequestBuilder, ModelError> {
+        let mut rb = self
+            .client
+            .post(&self.url)
+            .header("anthropic-version", ANTHROPIC_VERSION)
+            .json(body);
+        if let Some(key) = &self.cfg.api_key {
+            let mut value = reqwest::header::HeaderValue::from_str(key).map_err(|_| {
+                ModelError::Config("the API key contains characters not allowed in a header".into())
+            })?;
+            value.set_sensitive(true);
+            rb = rb.header("x-api-key", value);
+        }
+        Ok(rb)
+    }
+}
+
+/// The request body.
+pub(crate) fn request_body(model: &str, req: &ModelRequest) -> Value {
+    let system: Vec<&str> = req
+        .messages
+        .iter()
+        .filter(|m| m.role == Role::System)
+        .map(|m| m.content.as_str())
+        .collect();
+    let mut messages: Vec<(&'static str, Vec<Value>)> = Vec::new();
+    for m in req.messages.iter().filter(|m| m.role != Role::System) {
+        let (role, blocks) = blocks_of(m);
+        if blocks.is_empty() {
+            continue;
+        }
+        match messages.last_mut() {
+            Some((last, existing)) if *last == role => existing.extend(blocks),
+            _ => messages.push((role, blocks)),
+        }
+    }
+    let messages: Vec<Value> = messages
+        .into_iter()
+        .map(|(role, content)| json!({"role": role, "content": content}))
+        .collect();
+    let mut body = json!({
+        "model": model,
+        "max_tokens": ANTHROPIC_MAX_TOKENS,
+        "messages": messages,
+    });
+    if !system.is_empty() {
+        body["system"] = json!(system.join("\n\n"));
+    }
+    if !req.tools.is_empty() && req.purpose != Purpose::Summary {
+        let tools: Vec<Value> = req
+            .tools
+            .iter()
+            .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
+            .collect();
+        body["tools"] = Value::Array(tools);
+    }
+    body
+}
+
+fn blocks_of(m: &Message) -> (&'static str, Vec<Value>) {
+    let mut blocks = Vec::new();
+    match m.role {
+        Role::System | Role::User => {
+            if !m.content.is_empty() {
+                blocks.push(json!({"type": "text", "text": m.content}));
+            }
+            ("user", blocks)
+        }
+        Role::Tool => {
+            blocks.push(json!({
+                "type": "tool_result",
+                "tool_use_id": m.tool_call_id.clone().unwrap_or_default(),
+                "content": m.content,
+                "is_error": m.is_error,
+            }));
+            ("user", blocks)
+        }
+        Role::Assistant => {
+            if !m.content.is_empty() {
+                blocks.push(json!({"type": "text", "text": m.content}));
+            }
+            for c in &m.tool_calls {
+                blocks.push(json!({"type": "tool_use", "id": c.id, "name": c.name,
+                    "input": input_of(&c.arguments)}));
+            }
+            ("assistant", blocks)
+        }
+    }
+}
+
+/// `tool_use.input` must be an object: malformed arguments are carried as
+/// `{"raw_arguments": "..."}` so the model still sees what it sent.
+fn input_of(arguments: &str) -> Value {
+    match serde_json::from_str::<Value>(arguments) {
+        Ok(v @ Value::Object(_)) => v,
+        _ if arguments.trim().is_empty() => json!({}),
+        _ => json!({"raw_arguments": arguments}),
+    }
+}
+
+/// Reads a Messages API response.
+pub(crate) fn parse_response(v: &Value, step: u64) -> Result<ModelReply, ModelError> {
+    if v.get("type").and_then(Value::as_str) == Some("error") {
+        return Err(ModelError::BadResponse(format!(
+            "server reported an error: {}",
+            v.get("error").unwrap_or(v)
+        )));
+    }
+    let blocks = v
+        .get("content")
+        .and_then(Value::as_array)
+        .ok_or_else(|| ModelError::BadResponse("no content array in the response".into()))?;
+    let mut text = String::new();
+    let mut calls = Vec::new();
+    for (i, b) in blocks.iter().enumerate() {
+        match b.get("type").and_then(Value::as_str) {
+            Some("text") => text.push_str(b.get("text").and_then(Value::as_str).unwrap_or("")),
+            Some("tool_use") => {
+                let name = b.get("name").and_then(Value::as_str).ok_or_else(|| {
+                    ModelError::BadResponse(format!("content[{i}] tool_use has no name"))
+                })?;
+                let id = match b.get("id").and_then(Value::as_str) {
+                    Some(id) if !id.is_empty() => id.to_string(),
+                    _ => format!("call_{step}_{}", calls.len()),
+                };
+                let input = b.get("input").cloned().unwrap_or_else(|| json!({}));
+                calls.push(ToolCall {
+                    id,
+                    name: name.to_string(),
+                    arguments: input.to_string(),
+                });
+            }
+            _ => {}
+        }
+    }
+    let n = |k: &str| {
+        v.get("usage")
+            .and_then(|u| u.get(k))
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+    };
+    Ok(ModelReply {
+        message: Message::assistant(text, calls),
+        usage: Usage {
+            input_tokens: n("input_tokens")
+                + n("cache_read_input_tokens")
+                + n("cache_creation_input_tokens"),
+            output_tokens: n("output_tokens"),
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ToolSpec;
+
+    #[test]
+    fn tool_results_merge_and_system_goes_top_level() {
+        let calls = vec![
+            ToolCall {
+                id: "a".into(),
+                name: "bash".into(),
+                arguments: "{\"command\":\"ls\"}".into(),
+            },
+            ToolCall {
+                id: "b".into(),
+                name: "read".into(),
+                arguments: "not json".into(),
+            },
+        ];
+        let req = ModelRequest {
+            messages: vec![
+                Message::system("sys"),
+                Message::user("task"),
+                Message::user("more"),
+                Message::assistant("thinking", calls),
+                Message::tool("a", "bash", "files", false),
+                Message::tool("b", "read", "bad args", true),
+                Message::user("[Resumed] notice"),
+            ],
+            tools: vec![ToolSpec {
+                name: "bash".into(),
+                description: "run".into(),
+                parameters: json!({"type": "object"}),
+            }],
+            purpose: Purpose::Step,
+            step: 3,
+        };
+        let body = request_body("claude", &req);
+        assert_eq!(
+            body,
+            json!({
+                "model": "claude",
+                "max_tokens": ANTHROPIC_MAX_TOKENS,
+                "system": "sys",
+                "tools": [{"name": "bash", "description": "run", "input_schema": {"type": "object"}}],
+                "messages": [
+                    {"role": "user", "content": [
+                        {"type": "text", "text": "task"}, {"type": "text", "text": "more"}]},
+                    {"role": "assistant", "content": [
+                        {"type": "text", "text": "thinking"},
+                        {"type": "tool_use", "id": "a", "name": "bash", "input": {"command": "ls"}},
+                        {"type": "tool_use", "id": "b", "name": "read",
+                         "input": {"raw_arguments": "not json"}}]},
+                    {"role": "user", "content": [
+                        {"type": "tool_result", "tool_use_id": "a", "content": "files", "is_error": false},
+                        {"type": "tool_result", "tool_use_id": "b", "content": "bad args", "is_error": true},
+                        {"type": "text", "text": "[Resumed] notice"}]}
+                ]
+            })
+        );
+    }
+
+    #[test]
+    fn parses_text_and_tool_use() {
+        let v = json!({"id": "msg", "type": "message", "role": "assistant", "content": [
+            {"type": "text", "text": "ok"},
+            {"type": "tool_use", "id": "toolu_1", "name": "bash", "input": {"command": "ls"}}],
+            "usage": {"input_tokens": 10, "output_tokens": 4}, "stop_reason": "tool_use"});
+        let reply = parse_response(&v, 1).unwrap();
+        assert_eq!(
+            reply.message,
+            Message::assistant(
+                "ok",
+                vec![ToolCall {
+                    id: "toolu_1".into(),
+                    name: "bash".into(),
+                    arguments: "{\"command\":\"ls\"}".into()
+                }]
+            )
+        );
+        assert_eq!(
+            reply.usage,
+            Usage {
+                input_tokens: 10,
+                output_tokens: 4
+            }
+        );
+    }
+}

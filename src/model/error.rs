@@ -1,0 +1,156 @@
+//! Model errors: retryable ones (429, 5xx, connection failures, timeouts)
+//! and fatal ones (bad requests, bad keys, responses that make no sense).
+//!
+//! No variant ever holds the API key: every text that comes from the network
+//! goes through [`redact`] first.
+
+use std::time::Duration;
+
+/// Longest piece of a server's error body kept in an error message.
+const MAX_BODY_CHARS: usize = 600;
+
+/// Why a model call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    /// The provider settings cannot work (missing model, bad URL, ...).
+    #[error("invalid model configuration: {0}")]
+    Config(String),
+    /// The script file of the script provider is unreadable or malformed.
+    #[error("bad script file {path}: {message}")]
+    Script { path: String, message: String },
+    /// The HTTP client could not be built.
+    #[error("could not set up the HTTP client: {0}")]
+    Client(String),
+    /// The server answered with a non-success status.
+    #[error("model API returned HTTP {status}: {body}")]
+    Status {
+        status: u16,
+        /// The start of the response body, with the key redacted.
+        body: String,
+        /// The server's `Retry-After`, when it gave one in seconds.
+        retry_after: Option<Duration>,
+    },
+    /// No answer (or no next chunk of a stream) within the request timeout.
+    #[error("model API request timed out after {}", humantime::format_duration(*.0))]
+    Timeout(Duration),
+    /// The connection could not be made or broke off.
+    #[error("could not reach the model API: {0}")]
+    Transport(String),
+    /// The server said something that is not a valid reply.
+    #[error("model API sent a response that could not be understood: {0}")]
+    BadResponse(String),
+    /// A retryable failure persisted through every attempt.
+    #[error("model API failed after {attempts} attempt{}: {last}", if *.attempts == 1 { "" } else { "s" })]
+    Exhausted {
+        attempts: u32,
+        last: Box<ModelError>,
+    },
+}
+
+impl ModelError {
+    /// True for failures that another attempt may cure: 408, 429, 5xx,
+    /// connection errors and timeouts.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            ModelError::Status { status, .. } => {
+                *status == 408 || *status == 429 || (500..600).contains(status)
+            }
+            ModelError::Timeout(_) | ModelError::Transport(_) => true,
+            ModelError::Config(_)
+            | ModelError::Script { .. }
+            | ModelError::Client(_)
+            | ModelError::BadResponse(_)
+            | ModelError::Exhausted { .. } => false,
+        }
+    }
+
+    /// The server's requested wait, if any.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            ModelError::Status { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+}
+
+/// Removes every occurrence of the key from `text` and cuts it to a
+/// readable length.
+pub(crate) fn redact(text: &str, key: Option<&str>) -> String {
+    let mut out = match key {
+        Some(k) if k.len() >= 4 => text.replace(k, "<redacted>"),
+        _ => text.to_string(),
+    };
+    if out.chars().count() > MAX_BODY_CHARS {
+        out = out.chars().take(MAX_BODY_CHARS).collect::<String>() + "…";
+    }
+    out.trim().to_string()
+}
+
+/// Turns a reqwest failure into a [`ModelError`], walking the source chain so
+/// the root cause ("connection refused") is visible.
+pub(crate) fn from_reqwest(
+    err: &reqwest::Error,
+    timeout: Duration,
+    key: Option<&str>,
+) -> ModelError {
+    if err.is_timeout() {
+        return ModelError::Timeout(timeout);
+    }
+    let mut text = err.to_string();
+    let mut source = std::error::Error::source(err);
+    while let Some(s) = source {
+        let piece = s.to_string();
+        if !text.contains(&piece) {
+            text.push_str(": ");
+            text.push_str(&piece);
+        }
+        source = s.source();
+    }
+    let text = redact(&text, key);
+    if err.is_builder() {
+        ModelError::Config(text)
+    } else {
+        ModelError::Transport(text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redact_hides_the_key_and_bounds_length() {
+        let s = redact("bad key sk-secret-123 given", Some("sk-secret-123"));
+        assert_eq!(s, "bad key <redacted> given");
+        let long = "x".repeat(5000);
+        assert!(redact(&long, None).chars().count() <= MAX_BODY_CHARS + 1);
+    }
+
+    #[test]
+    fn retryable_classes() {
+        let st = |status| ModelError::Status {
+            status,
+            body: String::new(),
+            retry_after: None,
+        };
+        assert!(st(429).is_retryable());
+        assert!(st(503).is_retryable());
+        assert!(!st(400).is_retryable());
+        assert!(!st(401).is_retryable());
+        assert!(!st(404).is_retryable());
+        assert!(ModelError::Timeout(Duration::from_secs(1)).is_retryable());
+        assert!(!ModelError::BadResponse("x".into()).is_retryable());
+    }
+
+    #[test]
+    fn exhausted_message_names_attempts() {
+        let e = ModelError::Exhausted {
+            attempts: 3,
+            last: Box::new(ModelError::Transport("connection refused".into())),
+        };
+        assert_eq!(
+            e.to_string(),
+            "model API failed after 3 attempts: could not reach the model API: connection refused"
+        );
+    }
+}

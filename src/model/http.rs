@@ -1,0 +1,185 @@
+//! What the HTTP providers share: the client, the retry policy (exponential
+//! backoff with jitter, `Retry-After` honoured), status checks and the
+//! non-streaming JSON exchange.
+
+use super::ProviderConfig;
+use super::error::{ModelError, from_reqwest, redact};
+use std::sync::Once;
+use std::time::Duration;
+
+/// Longest wait a server's `Retry-After` may impose.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+/// Longest computed backoff delay.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+static CRYPTO: Once = Once::new();
+
+/// Builds a client for `cfg` (installing the ring TLS provider once per process).
+pub(crate) fn build_client(cfg: &ProviderConfig) -> Result<reqwest::Client, ModelError> {
+    CRYPTO.call_once(|| {
+        // Err means another provider is already installed, which is fine.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+    reqwest::Client::builder()
+        .connect_timeout(cfg.request_timeout)
+        .user_agent(concat!("tinyagent/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| ModelError::Client(redact(&e.to_string(), cfg.api_key.as_deref())))
+}
+
+/// Checks the settings an HTTP provider needs and returns the base URL.
+pub(crate) fn checked_base_url(cfg: &ProviderConfig) -> Result<String, ModelError> {
+    if cfg.model.trim().is_empty() {
+        return Err(ModelError::Config(format!(
+            "a model name is required for the {} provider (--model)",
+            cfg.provider
+        )));
+    }
+    let url = cfg
+        .effective_base_url()
+        .ok_or_else(|| ModelError::Config("this provider has no base URL".into()))?;
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        return Err(ModelError::Config(format!(
+            "base URL {:?} must start with http:// or https://",
+            redact(&url, cfg.api_key.as_deref())
+        )));
+    }
+    Ok(url)
+}
+
+/// Counts attempts and sleeps between them.
+pub(crate) struct Backoff<'a> {
+    cfg: &'a ProviderConfig,
+    attempts: u32,
+}
+
+impl<'a> Backoff<'a> {
+    pub(crate) fn new(cfg: &'a ProviderConfig) -> Self {
+        Backoff { cfg, attempts: 0 }
+    }
+
+    /// Records a failed attempt. Returns `Ok` after sleeping when another
+    /// attempt should be made, or the error to give up with.
+    pub(crate) async fn failed(&mut self, err: ModelError) -> Result<(), ModelError> {
+        self.attempts += 1;
+        if !err.is_retryable() {
+            return Err(err);
+        }
+        if self.attempts > self.cfg.max_retries {
+            return Err(ModelError::Exhausted {
+                attempts: self.attempts,
+                last: Box::new(err),
+            });
+        }
+        let delay = backoff_delay(self.cfg.retry_base, self.attempts, err.retry_after());
+        tokio::time::sleep(delay).await;
+        Ok(())
+    }
+}
+
+/// The wait before retry number `retry` (1-based): the server's
+/// `Retry-After` when given (capped at a minute), otherwise
+/// `base * 2^(retry-1)` with jitter in its upper half (capped at 30 s).
+pub(crate) fn backoff_delay(base: Duration, retry: u32, retry_after: Option<Duration>) -> Duration {
+    if let Some(wait) = retry_after {
+        return wait.min(MAX_RETRY_AFTER);
+    }
+    let factor = 1u32
+        .checked_shl(retry.saturating_sub(1).min(20))
+        .unwrap_or(u32::MAX);
+    let full = base.saturating_mul(factor).min(MAX_BACKOFF);
+    let half = full / 2;
+    let jitter_ms = u64::try_from(half.as_millis()).unwrap_or(u64::MAX);
+    half + Duration::from_millis(fastrand::u64(0..=jitter_ms))
+}
+
+/// `Retry-After` in whole (or decimal) seconds; HTTP dates are ignored.
+pub(crate) fn parse_retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    let value = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?;
+    let secs: f64 = value.trim().parse().ok()?;
+    if secs.is_finite() && secs >= 0.0 {
+        Some(Duration::from_secs_f64(
+            secs.min(MAX_RETRY_AFTER.as_secs_f64()),
+        ))
+    } else {
+        None
+    }
+}
+
+/// Sends one attempt and turns a non-success status into an error (reading
+/// the body for the message).
+pub(crate) async fn send(
+    cfg: &ProviderConfig,
+    request: reqwest::RequestBuilder,
+) -> Result<reqwest::Response, ModelError> {
+    let key = cfg.api_key.as_deref();
+    let response = request
+        .send()
+        .await
+        .map_err(|e| from_reqwest(&e, cfg.request_timeout, key))?;
+    let status = response.status();
+    if status.is_success() {
+        return Ok(response);
+    }
+    let retry_after = parse_retry_after(response.headers());
+    let body = response.text().await.unwrap_or_default();
+    Err(ModelError::Status {
+        status: status.as_u16(),
+        body: redact(&body, key),
+        retry_after,
+    })
+}
+
+/// One non-streaming attempt: send, check the status, parse the JSON body.
+pub(crate) async fn exchange_json(
+    cfg: &ProviderConfig,
+    request: reqwest::RequestBuilder,
+) -> Result<serde_json::Value, ModelError> {
+    let key = cfg.api_key.as_deref();
+    let response = send(cfg, request.timeout(cfg.request_timeout)).await?;
+    let bytes = response
+        .bytes()
+        .await
+        .map_err(|e| from_reqwest(&e, cfg.request_timeout, key))?;
+    serde_json::from_slice(&bytes).map_err(|e| {
+        let start = String::from_utf8_lossy(&bytes[..bytes.len().min(200)]).into_owned();
+        ModelError::BadResponse(format!("body is not JSON ({e}): {}", redact(&start, key)))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        let base = Duration::from_millis(100);
+        for retry in 1..6 {
+            let d = backoff_delay(base, retry, None);
+            let full = base * 2u32.pow(retry - 1);
+            assert!(d >= full / 2 && d <= full, "retry {retry}: {d:?}");
+        }
+        assert!(backoff_delay(base, 40, None) <= MAX_BACKOFF);
+        assert_eq!(
+            backoff_delay(base, 1, Some(Duration::from_secs(7))),
+            Duration::from_secs(7)
+        );
+        assert_eq!(
+            backoff_delay(base, 1, Some(Duration::from_secs(7200))),
+            MAX_RETRY_AFTER
+        );
+    }
+
+    #[test]
+    fn retry_after_parses_seconds_only() {
+        let mut h = reqwest::header::HeaderMap::new();
+        assert_eq!(parse_retry_after(&h), None);
+        h.insert(reqwest::header::RETRY_AFTER, "3".parse().unwrap());
+        assert_eq!(parse_retry_after(&h), Some(Duration::from_secs(3)));
+        h.insert(
+            reqwest::header::RETRY_AFTER,
+            "Wed, 21 Oct 2015 07:28:00 GMT".parse().unwrap(),
+        );
+        assert_eq!(parse_retry_after(&h), None);
+    }
+}

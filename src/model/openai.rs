@@ -1,0 +1,449 @@
+//! The OpenAI-compatible Chat Completions client (OpenAI, vLLM, llama.cpp,
+//! Ollama, LM Studio, OpenRouter, ...): only standard request fields are
+//! sent, unknown response fields are ignored; plain JSON or SSE streaming
+//! with tool-call arguments assembled from fragments.
+
+use super::error::{ModelError, from_reqwest};
+use super::http::{Backoff, build_client, checked_base_url, exchange_json, send};
+use super::sse::SseDecoder;
+use super::{ModelReply, ModelRequest, ProviderConfig, Purpose};
+use crate::event::{Message, Role, ToolCall, Usage};
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+
+/// Client for `POST {base_url}/chat/completions`.
+#[derive(Debug)]
+pub struct OpenAiProvider {
+    cfg: ProviderConfig,
+    url: String,
+    client: reqwest::Client,
+}
+
+impl OpenAiProvider {
+    pub fn new(cfg: ProviderConfig) -> Result<Self, ModelError> {
+        let url = format!("{}/chat/completions", checked_base_url(&cfg)?);
+        let client = build_client(&cfg)?;
+        Ok(OpenAiProvider { cfg, url, client })
+    }
+
+    pub(crate) async fn complete(
+        &self,
+        req: &ModelRequest,
+        on_text: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<ModelReply, ModelError> {
+        let body = request_body(&self.cfg.model, req, self.cfg.stream);
+        let mut backoff = Backoff::new(&self.cfg);
+        loop {
+            let attempt = if self.cfg.stream {
+                self.streamed(&body, req.step, on_text).await
+            } else {
+                self.plain(&body, req.step, on_text).await
+            };
+            match attempt {
+                Ok(reply) => return Ok(reply),
+                Err(e) => backoff.failed(e).await?,
+            }
+        }
+    }
+
+    fn request(&self, body: &Value) -> reqwest::RequestBuilder {
+        let mut rb = self.client.post(&self.url).json(body);
+        if let Some(key) = &self.cfg.api_key {
+            rb = rb.bearer_auth(key);
+        }
+        rb
+    }
+
+    async fn plain(
+        &self,
+        body: &Value,
+        step: u64,
+        on_text: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<ModelReply, ModelError> {
+        let value = exchange_json(&self.cfg, self.request(body)).await?;
+        let reply = parse_response(&value, step)?;
+        if !reply.message.content.is_empty() {
+            on_text(&reply.message.content);
+        }
+        Ok(reply)
+    }
+
+    async fn streamed(
+        &self,
+        body: &Value,
+        step: u64,
+        on_text: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<ModelReply, ModelError> {
+        let timeout = self.cfg.request_timeout;
+        let key = self.cfg.api_key.as_deref();
+        let response = tokio::time::timeout(timeout, send(&self.cfg, self.request(body)))
+            .await
+            .map_err(|_| ModelError::Timeout(timeout))??;
+        let mut stream = response.bytes_stream();
+        let mut decoder = SseDecoder::default();
+        let mut acc = StreamAssembler::default();
+        loop {
+            let next = tokio::time::timeout(timeout, stream.next())
+                .await
+                .map_err(|_| ModelError::Timeout(timeout))?;
+            let ended = next.is_none();
+            let events = match next {
+                Some(chunk) => {
+                    let chunk = chunk.map_err(|e| from_reqwest(&e, timeout, key))?;
+                    decoder.push(&chunk)
+                }
+                None => decoder.finish().into_iter().collect(),
+            };
+            for data in events {
+                if acc.push(&data, on_text)? {
+                    return acc.finish(step);
+                }
+            }
+            if ended {
+                if !acc.saw_finish_reason() {
+                    return Err(ModelError::Transport(
+                        "the stream ended before the reply was complete".into(),
+                    ));
+                }
+                return acc.finish(step);
+            }
+        }
+    }
+}
+
+/// The request body: standard fields only; `tools` omitted when empty.
+pub(crate) fn request_body(model: &str, req: &ModelRequest, stream: bool) -> Value {
+    let messages: Vec<Value> = req.messages.iter().map(wire_message).collect();
+    let mut body = json!({ "model": model, "messages": messages });
+    if !req.tools.is_empty() && req.purpose != Purpose::Summary {
+        let tools: Vec<Value> = req
+            .tools
+            .iter()
+            .map(|t| {
+                json!({"type": "function", "function": {
+                    "name": t.name, "description": t.description, "parameters": t.parameters}})
+            })
+            .collect();
+        body["tools"] = Value::Array(tools);
+    }
+    if stream {
+        body["stream"] = json!(true);
+        body["stream_options"] = json!({"include_usage": true});
+    }
+    body
+}
+
+fn wire_message(m: &Message) -> Value {
+    match m.role {
+        Role::System => json!({"role": "system", "content": m.content}),
+        Role::User => json!({"role": "user", "content": m.content}),
+        Role::Tool => json!({
+            "role": "tool",
+            "tool_call_id": m.tool_call_id.clone().unwrap_or_default(),
+            "content": m.content,
+        }),
+        Role::Assistant if m.tool_calls.is_empty() => {
+            json!({"role": "assistant", "content": m.content})
+        }
+        Role::Assistant => {
+            let calls: Vec<Value> = m
+                .tool_calls
+                .iter()
+                .map(|c| {
+                    json!({"id": c.id, "type": "function",
+                        "function": {"name": c.name, "arguments": c.arguments}})
+                })
+                .collect();
+            let content = if m.content.is_empty() {
+                Value::Null
+            } else {
+                Value::String(m.content.clone())
+            };
+            json!({"role": "assistant", "content": content, "tool_calls": calls})
+        }
+    }
+}
+
+/// Reads a non-streaming response.
+pub(crate) fn parse_response(v: &Value, step: u64) -> Result<ModelReply, ModelError> {
+    if let Some(err) = v.get("error").filter(|e| !e.is_null()) {
+        return Err(ModelError::BadResponse(format!(
+            "server reported an error: {err}"
+        )));
+    }
+    let msg = v
+        .get("choices")
+        .and_then(|c| c.get(0))
+        .and_then(|c| c.get("message"))
+        .ok_or_else(|| ModelError::BadResponse("no choices[0].message in the response".into()))?;
+    let content = text_of(msg.get("content"))?;
+    let mut tool_calls = Vec::new();
+    if let Some(calls) = msg.get("tool_calls").filter(|c| !c.is_null()) {
+        let calls = calls
+            .as_array()
+            .ok_or_else(|| ModelError::BadResponse("tool_calls is not an array".into()))?;
+        for (i, call) in calls.iter().enumerate() {
+            let f = call.get("function").ok_or_else(|| {
+                ModelError::BadResponse(format!("tool_calls[{i}] has no function"))
+            })?;
+            let name = f.get("name").and_then(Value::as_str).ok_or_else(|| {
+                ModelError::BadResponse(format!("tool_calls[{i}].function has no name"))
+            })?;
+            let id = call.get("id").and_then(Value::as_str).unwrap_or_default();
+            tool_calls.push(ToolCall {
+                id: call_id(id, step, i),
+                name: name.to_string(),
+                arguments: arguments_text(f.get("arguments")),
+            });
+        }
+    }
+    Ok(ModelReply {
+        message: Message::assistant(content, tool_calls),
+        usage: usage_of(v.get("usage")),
+    })
+}
+
+fn call_id(given: &str, step: u64, index: usize) -> String {
+    if given.is_empty() {
+        format!("call_{step}_{index}")
+    } else {
+        given.to_string()
+    }
+}
+
+/// Arguments as the raw string sent (some servers send an object instead).
+fn arguments_text(v: Option<&Value>) -> String {
+    match v {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+    }
+}
+
+/// Message content: a string, null, or an array of text parts.
+fn text_of(v: Option<&Value>) -> Result<String, ModelError> {
+    match v {
+        None | Some(Value::Null) => Ok(String::new()),
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(Value::Array(parts)) => Ok(parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect()),
+        Some(other) => Err(ModelError::BadResponse(format!(
+            "message content is neither text nor null: {other}"
+        ))),
+    }
+}
+
+fn usage_of(v: Option<&Value>) -> Usage {
+    let n = |k: &str| {
+        v.and_then(|u| u.get(k))
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+    };
+    Usage {
+        input_tokens: n("prompt_tokens"),
+        output_tokens: n("completion_tokens"),
+    }
+}
+
+#[derive(Debug, Default)]
+struct PartialCall {
+    id: String,
+    name: String,
+    arguments: String,
+}
+
+/// Builds one reply from stream chunks.
+#[derive(Debug, Default)]
+pub(crate) struct StreamAssembler {
+    content: String,
+    calls: BTreeMap<u64, PartialCall>,
+    usage: Usage,
+    chunks: usize,
+    finished: bool,
+}
+
+impl StreamAssembler {
+    /// Takes one event's data; returns true at `[DONE]`.
+    pub(crate) fn push(
+        &mut self,
+        data: &str,
+        on_text: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<bool, ModelError> {
+        let data = data.trim();
+        if data == "[DONE]" {
+            return Ok(true);
+        }
+        if data.is_empty() {
+            return Ok(false);
+        }
+        let v: Value = serde_json::from_str(data)
+            .map_err(|e| ModelError::BadResponse(format!("stream chunk is not JSON ({e})")))?;
+        if let Some(err) = v.get("error").filter(|e| !e.is_null()) {
+            return Err(ModelError::BadResponse(format!(
+                "server reported an error: {err}"
+            )));
+        }
+        self.chunks += 1;
+        if v.get("usage").is_some_and(|u| !u.is_null()) {
+            self.usage = usage_of(v.get("usage"));
+        }
+        let choice = v.get("choices").and_then(|c| c.get(0));
+        if choice
+            .and_then(|c| c.get("finish_reason"))
+            .is_some_and(|f| !f.is_null())
+        {
+            self.finished = true;
+        }
+        let Some(delta) = choice.and_then(|c| c.get("delta")) else {
+            return Ok(false);
+        };
+        let piece = text_of(delta.get("content"))?;
+        if !piece.is_empty() {
+            on_text(&piece);
+            self.content.push_str(&piece);
+        }
+        if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
+            for (pos, frag) in calls.iter().enumerate() {
+                let index = frag
+                    .get("index")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(pos as u64);
+                let call = self.calls.entry(index).or_default();
+                if let Some(id) = frag.get("id").and_then(Value::as_str)
+                    && call.id.is_empty()
+                {
+                    call.id = id.to_string();
+                }
+                if let Some(f) = frag.get("function") {
+                    if let Some(name) = f.get("name").and_then(Value::as_str)
+                        && call.name.is_empty()
+                    {
+                        call.name = name.to_string();
+                    }
+                    call.arguments.push_str(&arguments_text(f.get("arguments")));
+                }
+            }
+        }
+        Ok(false)
+    }
+
+    /// True once a chunk carried a `finish_reason`: a stream that ends
+    /// without `[DONE]` is complete only then.
+    pub(crate) fn saw_finish_reason(&self) -> bool {
+        self.finished
+    }
+
+    /// The assembled reply.
+    pub(crate) fn finish(self, step: u64) -> Result<ModelReply, ModelError> {
+        if self.chunks == 0 {
+            return Err(ModelError::BadResponse(
+                "the stream ended without any data".into(),
+            ));
+        }
+        let mut tool_calls = Vec::new();
+        for (i, call) in self.calls.into_values().enumerate() {
+            if call.name.is_empty() {
+                return Err(ModelError::BadResponse(format!(
+                    "streamed tool call {i} never got a name"
+                )));
+            }
+            tool_calls.push(ToolCall {
+                id: call_id(&call.id, step, i),
+                name: call.name,
+                arguments: call.arguments,
+            });
+        }
+        Ok(ModelReply {
+            message: Message::assistant(self.content, tool_calls),
+            usage: self.usage,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn assistant_with_calls_has_null_content_and_tool_messages_their_id() {
+        let call = ToolCall {
+            id: "c1".into(),
+            name: "bash".into(),
+            arguments: "{\"command\":\"ls\"}".into(),
+        };
+        let req = ModelRequest {
+            messages: vec![
+                Message::system("s"),
+                Message::user("u"),
+                Message::assistant("", vec![call]),
+                Message::tool("c1", "bash", "out", false),
+            ],
+            tools: vec![],
+            purpose: Purpose::Step,
+            step: 2,
+        };
+        let body = request_body("m", &req, false);
+        assert_eq!(
+            body,
+            json!({"model": "m", "messages": [
+                {"role": "system", "content": "s"},
+                {"role": "user", "content": "u"},
+                {"role": "assistant", "content": null, "tool_calls": [
+                    {"id": "c1", "type": "function",
+                     "function": {"name": "bash", "arguments": "{\"command\":\"ls\"}"}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "out"}]})
+        );
+    }
+
+    #[test]
+    fn response_without_ids_gets_deterministic_ones() {
+        let v = json!({"choices": [{"message": {"content": null, "tool_calls": [
+            {"function": {"name": "read", "arguments": {"path": "a"}}}]}}]});
+        let reply = parse_response(&v, 4).unwrap();
+        assert_eq!(reply.message.tool_calls[0].id, "call_4_0");
+        assert_eq!(reply.message.tool_calls[0].arguments, "{\"path\":\"a\"}");
+        assert_eq!(reply.usage, Usage::default());
+    }
+
+    #[test]
+    fn stream_fragments_assemble_by_index() {
+        let mut acc = StreamAssembler::default();
+        let mut seen = String::new();
+        let mut on_text = |s: &str| seen.push_str(s);
+        let chunks = [
+            r#"{"choices":[{"delta":{"role":"assistant","content":"Hel"}}]}"#,
+            r#"{"choices":[{"delta":{"content":"lo"}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":1,"id":"b","function":{"name":"read","arguments":"{\"pa"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"bash","arguments":""}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":1,"function":{"arguments":"th\":1}"}}]}}]}"#,
+            r#"{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3}}"#,
+        ];
+        for c in chunks {
+            assert!(!acc.push(c, &mut on_text).unwrap());
+        }
+        assert!(acc.push("[DONE]", &mut on_text).unwrap());
+        let reply = acc.finish(1).unwrap();
+        assert_eq!(seen, "Hello");
+        assert_eq!(reply.message.content, "Hello");
+        let calls: Vec<_> = reply
+            .message
+            .tool_calls
+            .iter()
+            .map(|c| (c.id.as_str(), c.name.as_str(), c.arguments.as_str()))
+            .collect();
+        assert_eq!(
+            calls,
+            vec![("a", "bash", ""), ("b", "read", "{\"path\":1}")]
+        );
+        assert_eq!(
+            reply.usage,
+            Usage {
+                input_tokens: 7,
+                output_tokens: 3
+            }
+        );
+    }
+}

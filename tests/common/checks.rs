@@ -1,0 +1,233 @@
+//! The rules every request to the mock server must follow. Each broken rule
+//! becomes one violation line; tests assert there are none.
+//!
+//! Chat Completions (`.../chat/completions`):
+//! - only standard top-level and message fields; `model` set; `messages` not empty;
+//! - `tools`, when present, a non-empty array of `{type:"function", function:{name, parameters}}`;
+//! - every assistant tool call (`id`, `type:"function"`, `function.name`,
+//!   string `function.arguments`) is answered by exactly one `role:"tool"`
+//!   message with its `tool_call_id`, in call order, right after the
+//!   assistant message; no tool message without its call; no id used twice.
+//!
+//! Anthropic Messages (`.../v1/messages`): `max_tokens` set; every `tool_use`
+//! block is answered, in order, by `tool_result` blocks at the start of the
+//! next (user) message; no `tool_result` without its `tool_use`.
+
+use serde_json::Value;
+use std::collections::HashSet;
+
+const TOP_FIELDS: &[&str] = &[
+    "model",
+    "messages",
+    "tools",
+    "tool_choice",
+    "stream",
+    "stream_options",
+    "temperature",
+    "top_p",
+    "max_tokens",
+    "max_completion_tokens",
+    "n",
+    "stop",
+    "seed",
+    "parallel_tool_calls",
+    "user",
+    "response_format",
+    "presence_penalty",
+    "frequency_penalty",
+    "logit_bias",
+    "logprobs",
+    "top_logprobs",
+];
+const MESSAGE_FIELDS: &[&str] = &["role", "content", "tool_calls", "tool_call_id", "name"];
+
+/// Violations of the Chat Completions rules by one request body.
+pub fn check_chat(body: &Value) -> Vec<String> {
+    let mut v = Vec::new();
+    let Some(obj) = body.as_object() else {
+        return vec!["body is not a JSON object".into()];
+    };
+    for key in obj.keys() {
+        if !TOP_FIELDS.contains(&key.as_str()) {
+            v.push(format!("non-standard top-level field {key:?}"));
+        }
+    }
+    if body["model"].as_str().is_none_or(str::is_empty) {
+        v.push("no model".into());
+    }
+    if let Some(tools) = obj.get("tools") {
+        check_tools(tools, &mut v);
+    }
+    let Some(messages) = body["messages"].as_array().filter(|m| !m.is_empty()) else {
+        v.push("messages missing or empty".into());
+        return v;
+    };
+    let mut seen_ids = HashSet::new();
+    let mut i = 0;
+    while i < messages.len() {
+        let m = &messages[i];
+        if let Some(o) = m.as_object() {
+            for key in o.keys() {
+                if !MESSAGE_FIELDS.contains(&key.as_str()) {
+                    v.push(format!("messages[{i}]: non-standard field {key:?}"));
+                }
+            }
+        }
+        match m["role"].as_str() {
+            Some("system") | Some("user") => {
+                if !m["content"].is_string() {
+                    v.push(format!("messages[{i}]: content is not a string"));
+                }
+                i += 1;
+            }
+            Some("assistant") => {
+                let ids = assistant_call_ids(m, i, &mut v);
+                if !(m["content"].is_string() || m["content"].is_null()) {
+                    v.push(format!("messages[{i}]: content is neither string nor null"));
+                }
+                for (k, id) in ids.iter().enumerate() {
+                    if !seen_ids.insert(id.clone()) {
+                        v.push(format!("messages[{i}]: tool call id {id:?} used twice"));
+                    }
+                    let at = i + 1 + k;
+                    let answer = messages.get(at);
+                    let ok = answer.is_some_and(|a| {
+                        a["role"] == "tool" && a["tool_call_id"].as_str() == Some(id.as_str())
+                    });
+                    if !ok {
+                        v.push(format!(
+                            "messages[{i}]: tool call {id:?} is not answered by messages[{at}] \
+                             (each call needs one tool message, in order, right after the call)"
+                        ));
+                    } else if !answer.is_some_and(|a| a["content"].is_string()) {
+                        v.push(format!("messages[{at}]: tool content is not a string"));
+                    }
+                }
+                i += 1;
+                // Skip the tool messages that answered this call (checked above).
+                let mut k = 0;
+                while k < ids.len()
+                    && messages.get(i).is_some_and(|a| {
+                        a["role"] == "tool" && a["tool_call_id"].as_str() == Some(ids[k].as_str())
+                    })
+                {
+                    i += 1;
+                    k += 1;
+                }
+            }
+            Some("tool") => {
+                v.push(format!(
+                    "messages[{i}]: tool message for {:?} without its call right before it",
+                    m["tool_call_id"]
+                ));
+                i += 1;
+            }
+            other => {
+                v.push(format!("messages[{i}]: bad role {other:?}"));
+                i += 1;
+            }
+        }
+    }
+    v
+}
+
+fn check_tools(tools: &Value, v: &mut Vec<String>) {
+    let Some(list) = tools.as_array() else {
+        v.push("tools is not an array".into());
+        return;
+    };
+    if list.is_empty() {
+        v.push("tools is an empty array (omit it instead)".into());
+    }
+    for (i, t) in list.iter().enumerate() {
+        if t["type"] != "function"
+            || !t["function"]["name"].is_string()
+            || !t["function"]["parameters"].is_object()
+        {
+            v.push(format!(
+                "tools[{i}] is not {{type:function, function:{{name, parameters}}}}"
+            ));
+        }
+    }
+}
+
+fn assistant_call_ids(m: &Value, i: usize, v: &mut Vec<String>) -> Vec<String> {
+    let Some(calls) = m.get("tool_calls") else {
+        return Vec::new();
+    };
+    let Some(calls) = calls.as_array() else {
+        v.push(format!("messages[{i}]: tool_calls is not an array"));
+        return Vec::new();
+    };
+    if calls.is_empty() {
+        v.push(format!("messages[{i}]: tool_calls is an empty array"));
+    }
+    let mut ids = Vec::new();
+    for (k, c) in calls.iter().enumerate() {
+        let id = c["id"].as_str().unwrap_or("");
+        if id.is_empty() {
+            v.push(format!("messages[{i}].tool_calls[{k}]: no id"));
+        }
+        if c["type"] != "function" || !c["function"]["name"].is_string() {
+            v.push(format!(
+                "messages[{i}].tool_calls[{k}]: not a function call with a name"
+            ));
+        }
+        if !c["function"]["arguments"].is_string() {
+            v.push(format!(
+                "messages[{i}].tool_calls[{k}]: arguments is not a string"
+            ));
+        }
+        ids.push(id.to_string());
+    }
+    ids
+}
+
+/// Violations of the Anthropic Messages rules by one request body.
+pub fn check_anthropic(body: &Value) -> Vec<String> {
+    let mut v = Vec::new();
+    if !body["max_tokens"].is_u64() {
+        v.push("max_tokens missing".into());
+    }
+    let Some(messages) = body["messages"].as_array().filter(|m| !m.is_empty()) else {
+        v.push("messages missing or empty".into());
+        return v;
+    };
+    let blocks = |m: &Value| m["content"].as_array().cloned().unwrap_or_default();
+    let mut expected: Vec<String> = Vec::new();
+    for (i, m) in messages.iter().enumerate() {
+        if i > 0 && messages[i - 1]["role"] == m["role"] {
+            v.push(format!("messages[{i}]: same role as the message before it"));
+        }
+        let results: Vec<String> = blocks(m)
+            .iter()
+            .take_while(|b| b["type"] == "tool_result")
+            .map(|b| b["tool_use_id"].as_str().unwrap_or("").to_string())
+            .collect();
+        let later_results = blocks(m)
+            .iter()
+            .skip(results.len())
+            .any(|b| b["type"] == "tool_result");
+        if later_results {
+            v.push(format!("messages[{i}]: tool_result after other blocks"));
+        }
+        if results != expected {
+            v.push(format!(
+                "messages[{i}]: tool results {results:?}, expected {expected:?}"
+            ));
+        }
+        expected = if m["role"] == "assistant" {
+            blocks(m)
+                .iter()
+                .filter(|b| b["type"] == "tool_use")
+                .map(|b| b["id"].as_str().unwrap_or("").to_string())
+                .collect()
+        } else {
+            Vec::new()
+        };
+    }
+    if !expected.is_empty() {
+        v.push(format!("tool uses {expected:?} are never answered"));
+    }
+    v
+}
