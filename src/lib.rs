@@ -22,5 +22,6 @@ pub mod cli;
 pub mod event;
 pub mod model;
 pub mod tools;
+pub mod trajectory;
 pub mod session;
 pub mod wal;
