@@ -23,5 +23,6 @@ pub mod config;
 pub mod event;
 pub mod model;
 pub mod tools;
+pub mod trajectory;
 pub mod session;
 pub mod wal;
