@@ -21,6 +21,8 @@
 pub mod cli;
 pub mod event;
 pub mod model;
-pub mod tools;
 pub mod session;
+pub mod snapshot;
+pub mod store;
+pub mod tools;
 pub mod wal;
