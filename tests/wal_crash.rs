@@ -31,6 +31,8 @@ fn env_u64(name: &str, default: u64) -> u64 {
 }
 
 fn child_main(path: &Path) -> i32 {
+    // The harness has printed "test child_writer ... " without a newline.
+    println!();
     let opts = StoreOptions {
         snapshot_every: env_u64(CHILD_SNAP, 0),
         faults: FaultPlan::from_env().unwrap(),
@@ -143,6 +145,11 @@ fn a_writer_killed_at_random_moments_loses_nothing_it_reported() {
     }
     store.close().unwrap();
     assert!(files_with(dir.path(), ".snapshot.tmp-").is_empty());
+    println!(
+        "{last} records, {} reported, {} torn tails cut",
+        all_reported.len(),
+        files_with(dir.path(), ".torn-").len()
+    );
     independent_check(&std::fs::read(&p).unwrap());
 }
 
