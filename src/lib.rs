@@ -18,11 +18,16 @@
 
 #![forbid(unsafe_code)]
 
+pub mod agent;
+pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod event;
+pub mod fsutil;
 pub mod model;
+pub mod session;
+pub mod snapshot;
+pub mod store;
 pub mod tools;
 pub mod trajectory;
-pub mod session;
 pub mod wal;
