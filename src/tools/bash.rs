@@ -1,0 +1,176 @@
+//! The `bash` tool: runs a script through the [`ExecEnv`] in the workspace.
+//!
+//! Foreground commands run in their own process group with stdin closed;
+//! stdout and stderr go to one pipe (so they stay interleaved as printed) and
+//! are kept head-and-tail by [`HeadTail`]. A waiter thread owns the child; the
+//! caller waits for it up to the timeout, then kills the whole group with
+//! SIGKILL. When the group leader has ended, whatever it left behind in its
+//! group is killed too, so that the pipe closes and nothing lingers (long-lived
+//! processes belong in the background). `background: true` hands the script to
+//! the [`crate::tools::ProcessTable`] instead.
+
+use super::env::ExecEnv;
+use super::output::{HeadTail, OUTPUT_CAP};
+use super::{ToolContext, ToolOutcome};
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use serde::Deserialize;
+use std::io::{self, Read};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread;
+use std::time::Duration;
+
+/// Default timeout of a foreground command.
+pub const DEFAULT_TIMEOUT_MS: u64 = 120_000;
+
+/// How long to wait for the output pipe to close once the group is gone.
+const DRAIN_GRACE: Duration = Duration::from_secs(2);
+
+/// Arguments of `bash`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BashArgs {
+    pub command: String,
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    #[serde(default)]
+    pub background: Option<bool>,
+}
+
+/// What a foreground command did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandOutput {
+    /// stdout and stderr merged, head and tail kept, the cut marked.
+    pub output: String,
+    /// Bytes of output cut from the middle.
+    pub cut_bytes: u64,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub timed_out: bool,
+}
+
+pub(crate) fn run(ctx: &ToolContext, args: BashArgs) -> ToolOutcome {
+    if args.command.trim().is_empty() {
+        return ToolOutcome::error("command is empty");
+    }
+    if args.background.unwrap_or(false) {
+        return super::process::start_from_tool(ctx, &args.command);
+    }
+    let timeout_ms = match args.timeout_ms {
+        Some(0) => return ToolOutcome::error("timeout_ms must be at least 1"),
+        Some(ms) => ms,
+        None => DEFAULT_TIMEOUT_MS,
+    };
+    let timeout = Duration::from_millis(timeout_ms);
+    match run_foreground(ctx.env, ctx.workspace, &args.command, timeout, OUTPUT_CAP) {
+        Ok(out) => describe(&out, timeout_ms),
+        Err(e) => ToolOutcome::error(format!("failed to start the command: {e}")),
+    }
+}
+
+fn describe(out: &CommandOutput, timeout_ms: u64) -> ToolOutcome {
+    let mut text = if out.output.is_empty() {
+        "(no output)\n".to_string()
+    } else {
+        out.output.clone()
+    };
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    let (status, failed) = if out.timed_out {
+        (
+            format!(
+                "[timed out after {timeout_ms} ms: the command and its whole process group were killed]"
+            ),
+            true,
+        )
+    } else if let Some(code) = out.exit_code {
+        (format!("[exit code: {code}]"), code != 0)
+    } else if let Some(sig) = out.signal {
+        (format!("[killed by signal {sig}]"), true)
+    } else {
+        ("[exit status unknown]".to_string(), true)
+    };
+    text.push_str(&status);
+    if failed {
+        ToolOutcome::error(text)
+    } else {
+        ToolOutcome::ok(text)
+    }
+}
+
+/// Runs `script` in `workspace` through `env` and waits for it, at most
+/// `timeout`; output is capped at `cap` bytes (head and tail).
+pub fn run_foreground(
+    env: &dyn ExecEnv,
+    workspace: &Path,
+    script: &str,
+    timeout: Duration,
+    cap: usize,
+) -> io::Result<CommandOutput> {
+    let (mut reader, writer) = io::pipe()?;
+    let mut cmd = env.command(script, workspace);
+    cmd.stdin(Stdio::null())
+        .stdout(writer.try_clone()?)
+        .stderr(writer)
+        .process_group(0);
+    let mut child = cmd.spawn()?;
+    // The command holds our copies of the pipe's write end: drop it so the
+    // reader sees end-of-file once the children are gone.
+    drop(cmd);
+    let pgid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
+
+    let buffer = Arc::new(Mutex::new(HeadTail::new(cap)));
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let sink = Arc::clone(&buffer);
+    thread::spawn(move || {
+        let mut chunk = [0u8; 8192];
+        loop {
+            match reader.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(n) => sink
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(&chunk[..n]),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+        let _ = done_tx.send(());
+    });
+
+    let (status_tx, status_rx) = mpsc::channel();
+    thread::spawn(move || {
+        let _ = status_tx.send(child.wait());
+    });
+
+    let (status, timed_out) = match status_rx.recv_timeout(timeout) {
+        Ok(status) => (status?, false),
+        Err(RecvTimeoutError::Timeout) => {
+            let _ = killpg(pgid, Signal::SIGKILL);
+            let status = status_rx
+                .recv()
+                .map_err(|_| io::Error::other("lost the command's exit status"))??;
+            (status, true)
+        }
+        Err(RecvTimeoutError::Disconnected) => {
+            return Err(io::Error::other("lost the command's exit status"));
+        }
+    };
+    // Whatever the command left running in its group goes with it.
+    let _ = killpg(pgid, Signal::SIGKILL);
+    let _ = done_rx.recv_timeout(DRAIN_GRACE);
+
+    let buf = buffer.lock().unwrap_or_else(PoisonError::into_inner);
+    Ok(CommandOutput {
+        output: buf.render(),
+        cut_bytes: buf.cut(),
+        exit_code: status.code(),
+        signal: status.signal(),
+        timed_out,
+    })
+}

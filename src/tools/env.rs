@@ -1,0 +1,151 @@
+//! Execution environments: where `bash` commands and background processes run.
+//!
+//! An [`ExecEnv`] turns a script into a [`std::process::Command`]; the caller
+//! (the bash tool, the process table) sets stdio, puts the command in its own
+//! process group and owns the child. Two environments exist:
+//!
+//! - [`LocalEnv`] (`local`): `bash -c SCRIPT` in the workspace directory.
+//! - [`SandboxEnv`] (`sandbox`): the same under bubblewrap: the whole file
+//!   system read-only (`--ro-bind / /`), the workspace bound writable at its
+//!   own path, fresh `/dev` and `/proc`, a private `/tmp`, its own pid
+//!   namespace, no network unless allowed, and `--die-with-parent` so nothing
+//!   outlives the agent. Killing the process group from outside reaches every
+//!   process inside too: bubblewrap does not start a new session.
+//!
+//! # A container environment
+//!
+//! A `ContainerEnv { engine: "docker" | "podman", container: String }` would
+//! return `ENGINE exec -i -w WORKSPACE CONTAINER bash -c SCRIPT` from
+//! [`ExecEnv::command`] and `"container"` from [`ExecEnv::kind`]; the loop, the
+//! bash tool and the process table stay as they are. Two differences matter:
+//! killing the local `docker exec` client does not kill the command inside
+//! the container, so such an environment also needs a way to kill inside it
+//! (`ENGINE exec CONTAINER kill -KILL -- -PGID`, with the script started under
+//! `setsid` and printing its pgid first), and on resume the container may
+//! still be running the processes a crashed agent started, so the orphan
+//! check asks the container (`ENGINE exec CONTAINER kill -0 PID`) rather than
+//! the host's `/proc`. Those would become extra trait methods with the local
+//! behaviour as their default.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use thiserror::Error;
+
+/// Where commands run.
+pub trait ExecEnv: Send + Sync {
+    /// `local`, `sandbox`: recorded in `run.started` and `process.started`.
+    fn kind(&self) -> &'static str;
+    /// The command that runs `script` with bash in `workspace`. The caller sets
+    /// stdio and the process group.
+    fn command(&self, script: &str, workspace: &Path) -> Command;
+}
+
+#[derive(Debug, Error)]
+pub enum EnvError {
+    #[error(
+        "the sandbox needs bubblewrap (`bwrap`), which is not on PATH; install it \
+         (Debian/Ubuntu: `apt-get install bubblewrap`, Fedora: `dnf install bubblewrap`) \
+         or use env.kind = \"local\""
+    )]
+    BwrapMissing,
+    #[error("bubblewrap is installed but cannot create a sandbox here: {0}")]
+    BwrapBroken(String),
+    #[error("unknown environment kind `{0}` (expected `local` or `sandbox`)")]
+    UnknownKind(String),
+}
+
+/// Runs commands directly on the host.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LocalEnv;
+
+impl ExecEnv for LocalEnv {
+    fn kind(&self) -> &'static str {
+        "local"
+    }
+
+    fn command(&self, script: &str, workspace: &Path) -> Command {
+        let mut cmd = Command::new("bash");
+        cmd.arg("-c").arg(script).current_dir(workspace);
+        cmd
+    }
+}
+
+/// Runs commands under bubblewrap.
+#[derive(Debug, Clone)]
+pub struct SandboxEnv {
+    bwrap: PathBuf,
+    network: bool,
+}
+
+impl SandboxEnv {
+    /// Finds `bwrap` on PATH; a clear error saying how to install it if absent.
+    pub fn new(network: bool) -> Result<Self, EnvError> {
+        let bwrap = find_on_path("bwrap").ok_or(EnvError::BwrapMissing)?;
+        Ok(SandboxEnv { bwrap, network })
+    }
+
+    pub fn network(&self) -> bool {
+        self.network
+    }
+
+    /// Runs `true` in a sandbox on `workspace` to check that bubblewrap can
+    /// create namespaces here (it cannot in some containers).
+    pub fn check(&self, workspace: &Path) -> Result<(), EnvError> {
+        let out = self
+            .command("true", workspace)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| EnvError::BwrapBroken(e.to_string()))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(EnvError::BwrapBroken(
+                String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            ))
+        }
+    }
+}
+
+impl ExecEnv for SandboxEnv {
+    fn kind(&self) -> &'static str {
+        "sandbox"
+    }
+
+    fn command(&self, script: &str, workspace: &Path) -> Command {
+        let ws = workspace
+            .canonicalize()
+            .unwrap_or_else(|_| workspace.to_path_buf());
+        let mut cmd = Command::new(&self.bwrap);
+        cmd.args(["--ro-bind", "/", "/"])
+            .args(["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"])
+            // After /tmp so that a workspace under /tmp is visible.
+            .arg("--bind")
+            .arg(&ws)
+            .arg(&ws)
+            .arg("--chdir")
+            .arg(&ws)
+            .args(["--unshare-pid", "--unshare-ipc", "--unshare-uts"])
+            .arg("--die-with-parent");
+        if !self.network {
+            cmd.arg("--unshare-net");
+        }
+        cmd.args(["--", "bash", "-c", script]).current_dir(&ws);
+        cmd
+    }
+}
+
+/// Builds the environment of a kind (`local` or `sandbox`).
+pub fn from_kind(kind: &str, network: bool) -> Result<Box<dyn ExecEnv>, EnvError> {
+    match kind {
+        "local" => Ok(Box::new(LocalEnv)),
+        "sandbox" => Ok(Box::new(SandboxEnv::new(network)?)),
+        other => Err(EnvError::UnknownKind(other.to_string())),
+    }
+}
+
+fn find_on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
+}

@@ -1,0 +1,414 @@
+//! Background processes: the [`ProcessTable`] and the `process` tool.
+//!
+//! `bash` with `background: true` starts a script through the table: its own
+//! process group, stdin closed, stdout and stderr appended to
+//! `<output_dir>/<id>.log`. The table owns the children (a `Mutex` inside, so
+//! it is shared by reference between the loop and the tool threads). Ids are
+//! `p1`, `p2`, ...; [`ProcessTable::continue_after`] skips ids an earlier
+//! part of the run already used. The loop calls [`ProcessTable::poll_exited`]
+//! between calls to record `process.exited`, and [`ProcessTable::kill_all`]
+//! when it decides to stop them; dropping the table leaves them alone.
+
+use super::env::ExecEnv;
+use super::output::truncate_str;
+use super::{ToolContext, ToolOutcome};
+use crate::event::{Event, ProcessExited, ProcessStarted};
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use serde::Deserialize;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ExitStatus, Stdio};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use thiserror::Error;
+
+/// Default and largest `tail_bytes` of the `process` tool.
+const DEFAULT_TAIL: u64 = 10_000;
+const MAX_TAIL: u64 = 100_000;
+
+#[derive(Debug, Error)]
+pub enum ProcessError {
+    #[error("no background process `{0}` (use action \"list\" to see them)")]
+    UnknownId(String),
+    #[error("cannot create the output file in {0}: {1}")]
+    OutputFile(String, io::Error),
+    #[error("failed to start the command: {0}")]
+    Spawn(io::Error),
+    #[error("cannot read the output of `{0}`: {1}")]
+    ReadOutput(String, io::Error),
+}
+
+/// Where a process is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProcessStatus {
+    Running,
+    Exited {
+        code: Option<i32>,
+        signal: Option<i32>,
+    },
+}
+
+impl std::fmt::Display for ProcessStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ProcessStatus::Running => write!(f, "running"),
+            ProcessStatus::Exited {
+                code: Some(code), ..
+            } => write!(f, "exited with code {code}"),
+            ProcessStatus::Exited {
+                signal: Some(sig), ..
+            } => write!(f, "killed by signal {sig}"),
+            ProcessStatus::Exited { .. } => write!(f, "exited"),
+        }
+    }
+}
+
+/// One process as `list` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessSummary {
+    pub id: String,
+    pub pid: u32,
+    pub command: String,
+    pub env: String,
+    pub status: ProcessStatus,
+    pub output: PathBuf,
+    pub start_time: Option<u64>,
+}
+
+struct Entry {
+    summary: ProcessSummary,
+    child: Option<Child>,
+    reported: bool,
+}
+
+impl Entry {
+    fn refresh(&mut self) {
+        if let Some(child) = self.child.as_mut()
+            && let Ok(Some(status)) = child.try_wait()
+        {
+            self.finish(status);
+        }
+    }
+
+    fn finish(&mut self, status: ExitStatus) {
+        self.summary.status = ProcessStatus::Exited {
+            code: status.code(),
+            signal: status.signal(),
+        };
+        self.child = None;
+    }
+
+    fn kill(&mut self) {
+        if let Some(child) = self.child.as_mut() {
+            let pgid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
+            let _ = killpg(pgid, Signal::SIGKILL);
+            if let Ok(status) = child.wait() {
+                self.finish(status);
+            }
+        }
+    }
+}
+
+#[derive(Default)]
+struct Inner {
+    next: u64,
+    entries: Vec<Entry>,
+}
+
+/// The background processes of a run.
+pub struct ProcessTable {
+    output_dir: PathBuf,
+    inner: Mutex<Inner>,
+}
+
+impl ProcessTable {
+    /// Output files go to `output_dir` (created on the first start).
+    pub fn new(output_dir: PathBuf) -> Self {
+        ProcessTable {
+            output_dir,
+            inner: Mutex::new(Inner {
+                next: 1,
+                entries: Vec::new(),
+            }),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Makes the next id larger than any `p<N>` among `used` (on resume).
+    pub fn continue_after<'a>(&self, used: impl IntoIterator<Item = &'a str>) {
+        let mut inner = self.lock();
+        for id in used {
+            if let Some(n) = id.strip_prefix('p').and_then(|n| n.parse::<u64>().ok()) {
+                inner.next = inner.next.max(n.saturating_add(1));
+            }
+        }
+    }
+
+    /// Starts `command` in the background; the record to log as `process.started`.
+    pub fn start(
+        &self,
+        env: &dyn ExecEnv,
+        workspace: &Path,
+        command: &str,
+        step: u64,
+    ) -> Result<ProcessStarted, ProcessError> {
+        let dir_err = |e| ProcessError::OutputFile(self.output_dir.display().to_string(), e);
+        std::fs::create_dir_all(&self.output_dir).map_err(dir_err)?;
+        let mut inner = self.lock();
+        let (id, path, file) = loop {
+            let id = format!("p{}", inner.next);
+            inner.next += 1;
+            let path = self.output_dir.join(format!("{id}.log"));
+            match OpenOptions::new().append(true).create_new(true).open(&path) {
+                Ok(file) => break (id, path, file),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(dir_err(e)),
+            }
+        };
+        let stderr = file.try_clone().map_err(dir_err)?;
+        let mut cmd = env.command(command, workspace);
+        cmd.stdin(Stdio::null())
+            .stdout(file)
+            .stderr(stderr)
+            .process_group(0);
+        let child = cmd.spawn().map_err(ProcessError::Spawn)?;
+        let pid = child.id();
+        let summary = ProcessSummary {
+            id: id.clone(),
+            pid,
+            command: command.to_string(),
+            env: env.kind().to_string(),
+            status: ProcessStatus::Running,
+            output: path.clone(),
+            start_time: proc_start_time(pid),
+        };
+        let record = ProcessStarted {
+            id,
+            pid,
+            command: command.to_string(),
+            step,
+            env: summary.env.clone(),
+            start_time: summary.start_time,
+            output: Some(path.display().to_string()),
+        };
+        inner.entries.push(Entry {
+            summary,
+            child: Some(child),
+            reported: false,
+        });
+        Ok(record)
+    }
+
+    /// Every process started so far, in start order, statuses refreshed.
+    pub fn list(&self) -> Vec<ProcessSummary> {
+        let mut inner = self.lock();
+        inner
+            .entries
+            .iter_mut()
+            .map(|e| {
+                e.refresh();
+                e.summary.clone()
+            })
+            .collect()
+    }
+
+    /// The last `tail_bytes` of a process's output, and how many bytes came
+    /// before them.
+    pub fn output(&self, id: &str, tail_bytes: u64) -> Result<(String, u64), ProcessError> {
+        let path = {
+            let inner = self.lock();
+            let entry = inner.entries.iter().find(|e| e.summary.id == id);
+            entry
+                .map(|e| e.summary.output.clone())
+                .ok_or_else(|| ProcessError::UnknownId(id.to_string()))?
+        };
+        let read_err = |e| ProcessError::ReadOutput(id.to_string(), e);
+        let mut file = File::open(&path).map_err(read_err)?;
+        let len = file.metadata().map_err(read_err)?.len();
+        let skipped = len.saturating_sub(tail_bytes);
+        file.seek(SeekFrom::Start(skipped)).map_err(read_err)?;
+        let mut bytes = Vec::new();
+        file.take(tail_bytes)
+            .read_to_end(&mut bytes)
+            .map_err(read_err)?;
+        Ok((String::from_utf8_lossy(&bytes).into_owned(), skipped))
+    }
+
+    /// Kills a process and its whole group (if still running); its status after.
+    pub fn kill(&self, id: &str) -> Result<ProcessStatus, ProcessError> {
+        let mut inner = self.lock();
+        let entry = inner
+            .entries
+            .iter_mut()
+            .find(|e| e.summary.id == id)
+            .ok_or_else(|| ProcessError::UnknownId(id.to_string()))?;
+        entry.refresh();
+        entry.kill();
+        Ok(entry.summary.status)
+    }
+
+    /// Reaps processes that ended and returns each ended process once, for
+    /// the loop to record `process.exited`. Never blocks.
+    pub fn poll_exited(&self) -> Vec<ProcessExited> {
+        let mut inner = self.lock();
+        let mut out = Vec::new();
+        for entry in inner.entries.iter_mut() {
+            entry.refresh();
+            if let (ProcessStatus::Exited { code, signal }, false) =
+                (entry.summary.status, entry.reported)
+            {
+                entry.reported = true;
+                out.push(ProcessExited {
+                    id: entry.summary.id.clone(),
+                    exit_code: code,
+                    signal,
+                });
+            }
+        }
+        out
+    }
+
+    /// Kills every running process (whole groups) and reaps them.
+    pub fn kill_all(&self) {
+        let mut inner = self.lock();
+        for entry in inner.entries.iter_mut() {
+            entry.refresh();
+            entry.kill();
+        }
+    }
+}
+
+/// Field 22 of /proc/PID/stat: start time in clock ticks since boot.
+pub fn proc_start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: count from
+    // the last ')'. After it come field 3 (state) onwards.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(22 - 3)?.parse().ok()
+}
+
+/// Arguments of `process`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessArgs {
+    pub action: ProcessAction,
+    #[serde(default)]
+    pub id: Option<String>,
+    #[serde(default)]
+    pub tail_bytes: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProcessAction {
+    List,
+    Output,
+    Kill,
+}
+
+/// `bash` with `background: true`.
+pub(crate) fn start_from_tool(ctx: &ToolContext, command: &str) -> ToolOutcome {
+    match ctx
+        .processes
+        .start(ctx.env, ctx.workspace, command, ctx.step)
+    {
+        Ok(rec) => {
+            let mut outcome = ToolOutcome::ok(format!(
+                "Started background process {} (pid {}). Its output goes to {}. Use the process \
+                 tool with {{\"action\": \"output\", \"id\": \"{}\"}} to read it and \
+                 {{\"action\": \"kill\", \"id\": \"{}\"}} to stop it.",
+                rec.id,
+                rec.pid,
+                rec.output.as_deref().unwrap_or("?"),
+                rec.id,
+                rec.id
+            ));
+            outcome.records.push(Event::ProcessStarted(rec));
+            outcome
+        }
+        Err(e) => ToolOutcome::error(e.to_string()),
+    }
+}
+
+/// The `process` tool.
+pub(crate) fn run_tool(ctx: &ToolContext, args: ProcessArgs) -> ToolOutcome {
+    let table = ctx.processes;
+    let need_id = |action: &str| {
+        ToolOutcome::error(format!(
+            "action \"{action}\" needs an id such as \"p1\" (use action \"list\" to see them)"
+        ))
+    };
+    match args.action {
+        ProcessAction::List => {
+            let all = table.list();
+            if all.is_empty() {
+                return ToolOutcome::ok("No background processes.");
+            }
+            let lines: Vec<String> = all
+                .iter()
+                .map(|p| {
+                    format!(
+                        "{}  pid {}  {}  [{}]  {}",
+                        p.id,
+                        p.pid,
+                        p.status,
+                        p.env,
+                        truncate_str(&p.command, 200)
+                    )
+                })
+                .collect();
+            ToolOutcome::ok(lines.join("\n"))
+        }
+        ProcessAction::Output => {
+            let Some(id) = args.id else {
+                return need_id("output");
+            };
+            let tail = args.tail_bytes.unwrap_or(DEFAULT_TAIL).clamp(1, MAX_TAIL);
+            let status = table
+                .list()
+                .into_iter()
+                .find(|p| p.id == id)
+                .map(|p| p.status);
+            match (table.output(&id, tail), status) {
+                (Ok((text, skipped)), Some(status)) => {
+                    let mut out = String::new();
+                    if skipped > 0 {
+                        out.push_str(&format!("[... {skipped} earlier bytes not shown ...]\n"));
+                    }
+                    out.push_str(if text.is_empty() {
+                        "(no output yet)\n"
+                    } else {
+                        &text
+                    });
+                    if !out.ends_with('\n') {
+                        out.push('\n');
+                    }
+                    out.push_str(&format!("[{id}: {status}]"));
+                    ToolOutcome::ok(out)
+                }
+                (Err(e), _) => ToolOutcome::error(e.to_string()),
+                (Ok(_), None) => ToolOutcome::error(ProcessError::UnknownId(id).to_string()),
+            }
+        }
+        ProcessAction::Kill => {
+            let Some(id) = args.id else {
+                return need_id("kill");
+            };
+            let before = table.list().into_iter().find(|p| p.id == id);
+            match (before, table.kill(&id)) {
+                (Some(p), Ok(status)) if p.status != ProcessStatus::Running => {
+                    ToolOutcome::ok(format!("{id} was not running any more ({status})."))
+                }
+                (_, Ok(status)) => {
+                    ToolOutcome::ok(format!("Killed {id} and its process group ({status})."))
+                }
+                (_, Err(e)) => ToolOutcome::error(e.to_string()),
+            }
+        }
+    }
+}
