@@ -18,9 +18,10 @@
 
 #![forbid(unsafe_code)]
 
+pub mod bench;
 pub mod cli;
 pub mod event;
 pub mod model;
-pub mod tools;
 pub mod session;
+pub mod tools;
 pub mod wal;

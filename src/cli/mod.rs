@@ -1,3 +1,4 @@
 //! The command line: clap arguments -> validated options -> commands.
 
 pub mod args;
+pub mod inspect;
