@@ -3,8 +3,23 @@
 //! `State::apply(&Event)` is the only way state changes, live and on replay:
 //! the agent appends a record, then applies it; resume replays the same records
 //! through the same function. There is no second path that could drift.
+//!
+//! [`State::model_messages`] is what the model is sent for a step: the view
+//! with the pinned `[Current plan]` block when the run has the plan enabled.
+//! [`plan`] holds the pure plan rules and renderings.
 
-use crate::event::{Event, Limits, Message, PlanItem, RunStarted, RunStatus, Usage};
+mod fold;
+pub mod plan;
+#[cfg(test)]
+mod proptests;
+#[cfg(test)]
+pub(crate) mod testkit;
+#[cfg(test)]
+mod tests;
+
+pub use fold::PLAN_BLOCK_HEADER;
+
+use crate::event::{Limits, Message, PlanItem, RunStarted, RunStatus, Usage};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -97,6 +112,22 @@ pub struct State {
     pub resumes: u64,
     /// Records applied.
     pub records: u64,
+    /// Where the latest compaction happened (for export); `None` when the
+    /// view was never compacted.
+    #[serde(default)]
+    pub last_compaction: Option<CompactionMark>,
+}
+
+/// Where the latest compaction sits in the history, so that a whole-file
+/// export can say which messages its view replaced.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompactionMark {
+    pub step: u64,
+    pub summary: String,
+    /// `messages.len()` when the compaction was applied.
+    pub messages_before: usize,
+    /// Length of the compaction record's `view` (`view[1..=view_len]` is it).
+    pub view_len: usize,
 }
 
 impl Default for State {
@@ -121,27 +152,7 @@ impl Default for State {
             hooks_blocked: 0,
             resumes: 0,
             records: 0,
-        }
-    }
-}
-
-impl State {
-    /// Folds one record into the state. Never panics, whatever the record.
-    pub fn apply(&mut self, event: &Event) {
-        self.records += 1;
-        match event {
-            Event::RunStarted(_) => {}
-            Event::ModelResponse(_) => {}
-            Event::ToolStarted(_) => {}
-            Event::ToolResult(_) => {}
-            Event::PlanUpdated(_) => {}
-            Event::Compaction(_) => {}
-            Event::HookBlocked(_) => {}
-            Event::ProcessStarted(_) => {}
-            Event::ProcessExited(_) => {}
-            Event::StepSaved(_) => {}
-            Event::Resume(_) => {}
-            Event::RunFinished(_) => {}
+            last_compaction: None,
         }
     }
 }

@@ -1,0 +1,202 @@
+//! `State::apply`, the one fold from log records to state, and the views
+//! derived from state: what the model is sent and how big that is.
+
+use super::{CompactionMark, PendingCall, Plan, PlanRevision, ProcessExit, ProcessInfo, State};
+use super::{Status, plan};
+use crate::event::{Event, Message, Role};
+
+/// First line of the pinned plan message.
+pub const PLAN_BLOCK_HEADER: &str = "[Current plan]";
+
+impl State {
+    /// Folds one record into the state. Never panics, whatever the record or
+    /// the order records come in (an out-of-place record is applied as far as
+    /// it makes sense and otherwise ignored).
+    pub fn apply(&mut self, event: &Event) {
+        self.records = self.records.saturating_add(1);
+        match event {
+            Event::RunStarted(r) => {
+                let start = vec![Message::system(&r.system_prompt), Message::user(&r.task)];
+                self.messages = start.clone();
+                self.view = start;
+                self.compacted = false;
+                self.last_compaction = None;
+                self.limits = r.limits.clone();
+                self.run = Some(r.clone());
+            }
+            Event::ModelResponse(r) => {
+                self.step = r.step;
+                self.usage.add(&r.usage);
+                self.cost_usd += r.cost_usd;
+                self.messages.push(r.message.clone());
+                self.view.push(r.message.clone());
+                self.pending = r
+                    .message
+                    .tool_calls
+                    .iter()
+                    .map(|c| PendingCall {
+                        id: c.id.clone(),
+                        name: c.name.clone(),
+                        step: r.step,
+                        started: false,
+                    })
+                    .collect();
+            }
+            Event::ToolStarted(t) => {
+                if let Some(call) = self.pending.iter_mut().find(|c| c.id == t.call_id) {
+                    call.started = true;
+                }
+            }
+            Event::ToolResult(t) => {
+                self.pending.retain(|c| c.id != t.call_id);
+                let msg = Message::tool(&t.call_id, &t.name, &t.content, t.is_error);
+                self.messages.push(msg.clone());
+                self.view.push(msg);
+                self.format_errors = if t.format_error {
+                    self.format_errors.saturating_add(1)
+                } else {
+                    0
+                };
+            }
+            Event::PlanUpdated(p) => {
+                self.plan = Some(Plan {
+                    version: p.version,
+                    items: p.items.clone(),
+                    note: p.note.clone(),
+                    updated_step: p.step,
+                });
+                self.plan_history.push(PlanRevision {
+                    step: p.step,
+                    version: p.version,
+                    diff: p.diff.clone(),
+                });
+            }
+            Event::Compaction(c) => {
+                self.usage.add(&c.usage);
+                self.cost_usd += c.cost_usd;
+                let mut view = Vec::with_capacity(c.view.len() + 1);
+                view.push(self.system_message());
+                view.extend(c.view.iter().cloned());
+                self.view = view;
+                self.compacted = true;
+                self.compactions = self.compactions.saturating_add(1);
+                self.last_compaction = Some(CompactionMark {
+                    step: c.step,
+                    summary: c.summary.clone(),
+                    messages_before: self.messages.len(),
+                    view_len: c.view.len(),
+                });
+            }
+            Event::HookBlocked(_) => {
+                self.hooks_blocked = self.hooks_blocked.saturating_add(1);
+            }
+            Event::ProcessStarted(p) => {
+                self.processes.insert(
+                    p.id.clone(),
+                    ProcessInfo {
+                        id: p.id.clone(),
+                        pid: p.pid,
+                        command: p.command.clone(),
+                        step: p.step,
+                        env: p.env.clone(),
+                        start_time: p.start_time,
+                        output: p.output.clone(),
+                        exited: None,
+                    },
+                );
+            }
+            Event::ProcessExited(p) => {
+                if let Some(info) = self.processes.get_mut(&p.id) {
+                    info.exited = Some(ProcessExit {
+                        exit_code: p.exit_code,
+                        signal: p.signal,
+                    });
+                }
+            }
+            Event::StepSaved(s) => {
+                self.saved_step = s.step;
+            }
+            Event::Resume(r) => {
+                self.resumes = self.resumes.saturating_add(1);
+                let notice = Message::user(&r.notice);
+                self.messages.push(notice.clone());
+                self.view.push(notice);
+                if let Some(text) = &r.message {
+                    let msg = Message::user(text);
+                    self.messages.push(msg.clone());
+                    self.view.push(msg);
+                    self.status = Status::Running;
+                }
+                if let Some(limits) = &r.limits {
+                    self.limits = limits.clone();
+                }
+            }
+            Event::RunFinished(f) => {
+                self.status = Status::Finished(f.status);
+            }
+        }
+    }
+
+    /// The system prompt as a message: the run's, or the view's first message
+    /// when no `run.started` was applied.
+    fn system_message(&self) -> Message {
+        match (&self.run, self.view.first()) {
+            (Some(run), _) => Message::system(&run.system_prompt),
+            (None, Some(first)) if first.role == Role::System => first.clone(),
+            (None, _) => Message::system(""),
+        }
+    }
+
+    /// Whether the run was started with the plan enabled.
+    pub fn plan_enabled(&self) -> bool {
+        self.run.as_ref().is_some_and(|r| r.plan_enabled)
+    }
+
+    /// The pinned plan message (`[Current plan]` then the rendered plan, or a
+    /// line saying there is none yet). `None` when the plan is disabled.
+    pub fn plan_block(&self) -> Option<Message> {
+        if !self.plan_enabled() {
+            return None;
+        }
+        let body = plan::render(self.plan.as_ref());
+        Some(Message::user(format!("{PLAN_BLOCK_HEADER}\n{body}")))
+    }
+
+    /// What the model is sent for a step: the view, with the plan block (when
+    /// the plan is enabled) right after the system prompt, or right after the
+    /// compaction summary when the view is compacted.
+    pub fn model_messages(&self) -> Vec<Message> {
+        let mut out = self.view.clone();
+        if let Some(block) = self.plan_block() {
+            let at = if self.compacted { 2 } else { 1 };
+            out.insert(at.min(out.len()), block);
+        }
+        out
+    }
+
+    /// A rough size of [`State::model_messages`] in tokens: the number of
+    /// characters (content, plus each tool call's name and raw arguments)
+    /// divided by four, rounded up. Tool definitions are not counted. It is
+    /// used only to decide when to compact, so a stable, cheap estimate
+    /// matters more than an exact one.
+    pub fn estimate_tokens(&self) -> u64 {
+        let chars: usize = self
+            .model_messages()
+            .iter()
+            .map(|m| {
+                m.content.chars().count()
+                    + m.tool_calls
+                        .iter()
+                        .map(|c| c.name.chars().count() + c.arguments.chars().count())
+                        .sum::<usize>()
+            })
+            .sum();
+        (chars as u64).div_ceil(4)
+    }
+
+    /// Whether the run has ended (a `run.finished` was applied after the last
+    /// resume that continued it).
+    pub fn is_finished(&self) -> bool {
+        matches!(self.status, Status::Finished(_))
+    }
+}
