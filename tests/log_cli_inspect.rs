@@ -164,7 +164,11 @@ fn inspect_json(path: &Path) -> Value {
 }
 
 fn pick(v: &Value, keys: &[&str]) -> Value {
-    Value::Object(keys.iter().map(|k| (k.to_string(), v[*k].clone())).collect())
+    Value::Object(
+        keys.iter()
+            .map(|k| (k.to_string(), v[*k].clone()))
+            .collect(),
+    )
 }
 
 const CONTRACT_KEYS: &[&str] = &[
@@ -268,14 +272,36 @@ fn inspect_human_form_shows_header_tables_and_plan() {
     assert_eq!(inspect(&path, false, &mut out).unwrap(), 0);
     let text = String::from_utf8(out).unwrap();
     let has_line = |pred: &dyn Fn(&str) -> bool| text.lines().any(pred);
-    assert!(has_line(&|l| l.starts_with("run ") && l.contains("r-inspect")), "{text}");
-    assert!(has_line(&|l| l.starts_with("status ") && l.contains("running")), "{text}");
-    assert!(has_line(&|l| l.starts_with("integrity ") && l.contains("11 records") && l.ends_with("clean")), "{text}");
-    assert!(has_line(&|l| l.contains("c3") && l.contains("read") && l.trim_end().ends_with("yes")), "{text}");
+    assert!(
+        has_line(&|l| l.starts_with("run ") && l.contains("r-inspect")),
+        "{text}"
+    );
+    assert!(
+        has_line(&|l| l.starts_with("status ") && l.contains("running")),
+        "{text}"
+    );
+    assert!(
+        has_line(&|l| l.starts_with("integrity ")
+            && l.contains("11 records")
+            && l.ends_with("clean")),
+        "{text}"
+    );
+    assert!(
+        has_line(&|l| l.contains("c3") && l.contains("read") && l.trim_end().ends_with("yes")),
+        "{text}"
+    );
     assert!(has_line(&|l| l.trim() == "[x] a  look around"), "{text}");
     assert!(has_line(&|l| l.trim() == "[>] b  count"), "{text}");
-    assert!(has_line(&|l| l.contains("p1") && l.contains("4242") && l.contains("running")), "{text}");
-    assert!(has_line(&|l| l.starts_with("usage ") && l.contains("300 in / 50 out") && l.contains("$0.7500")), "{text}");
+    assert!(
+        has_line(&|l| l.contains("p1") && l.contains("4242") && l.contains("running")),
+        "{text}"
+    );
+    assert!(
+        has_line(&|l| l.starts_with("usage ")
+            && l.contains("300 in / 50 out")
+            && l.contains("$0.7500")),
+        "{text}"
+    );
 }
 
 #[test]
@@ -289,14 +315,23 @@ fn torn_tail_is_reported_verified_as_1_and_repaired_keeping_the_bytes() {
     let path = write_log(dir.path(), &bytes);
 
     let v = inspect_json(&path);
-    assert_eq!(v["torn_tail"], json!({"offset": clean.len(), "bytes": torn_len}));
+    assert_eq!(
+        v["torn_tail"],
+        json!({"offset": clean.len(), "bytes": torn_len})
+    );
     assert_eq!(v["corruption"], Value::Null);
-    assert_eq!((v["records"].clone(), v["bytes"].clone()), (json!(11), json!(bytes.len())));
+    assert_eq!(
+        (v["records"].clone(), v["bytes"].clone()),
+        (json!(11), json!(bytes.len()))
+    );
     assert_eq!(v["valid_bytes"], clean.len());
 
     let (code, line) = verify_of(&path);
     assert_eq!(code, 1, "{line}");
-    assert!(line.starts_with("torn tail") && line.contains(&clean.len().to_string()), "{line}");
+    assert!(
+        line.starts_with("torn tail") && line.contains(&clean.len().to_string()),
+        "{line}"
+    );
     assert_eq!(fs::read(&path).unwrap(), bytes, "verify changed the file");
 
     let (code, line) = repair_of(&path);
@@ -324,22 +359,47 @@ fn corruption_is_reported_with_seq_and_offset_and_nothing_is_changed() {
     let v = inspect_json(&path);
     assert_eq!(v["corruption"]["seq"], 5);
     assert_eq!(v["corruption"]["offset"], offsets[4]);
-    assert!(v["corruption"]["reason"].as_str().is_some_and(|r| !r.is_empty()));
+    assert!(
+        v["corruption"]["reason"]
+            .as_str()
+            .is_some_and(|r| !r.is_empty())
+    );
     assert_eq!(v["torn_tail"], Value::Null);
     assert_eq!(v["records"], 4);
-    assert_eq!(v["plan"], Value::Null, "nothing after the corruption is applied");
+    assert_eq!(
+        v["plan"],
+        Value::Null,
+        "nothing after the corruption is applied"
+    );
 
     let (code, line) = verify_of(&path);
     assert_eq!(code, 2, "{line}");
-    assert!(line.contains("seq 5") && line.contains(&offsets[4].to_string()), "{line}");
+    assert!(
+        line.contains("seq 5") && line.contains(&offsets[4].to_string()),
+        "{line}"
+    );
 
     let (code, line) = repair_of(&path);
     assert_eq!(code, 2, "{line}");
-    assert!(line.starts_with("refused") && line.contains("seq 5"), "{line}");
+    assert!(
+        line.starts_with("refused") && line.contains("seq 5"),
+        "{line}"
+    );
     assert!(line.contains(&offsets[4].to_string()), "{line}");
-    assert_eq!(fs::read(&path).unwrap(), bytes, "the file must be unchanged");
-    let names: Vec<_> = fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
-    assert_eq!(names, vec![std::ffi::OsString::from("run.wal")], "no file was written beside it");
+    assert_eq!(
+        fs::read(&path).unwrap(),
+        bytes,
+        "the file must be unchanged"
+    );
+    let names: Vec<_> = fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        names,
+        vec![std::ffi::OsString::from("run.wal")],
+        "no file was written beside it"
+    );
 }
 
 #[test]

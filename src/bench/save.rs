@@ -12,8 +12,9 @@
 //!   without any fsync (fast, and not durable).
 
 use super::run::SyntheticRun;
+use crate::wal::WalError;
 use crate::wal::reader;
-use crate::wal::writer::WalWriter;
+use crate::wal::writer::{LockedLog, WalWriter};
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -29,7 +30,7 @@ pub enum BenchError {
     #[error("serialising the benchmark run: {0}")]
     Json(#[from] serde_json::Error),
     #[error("benchmark log: {0}")]
-    Wal(#[from] crate::wal::reader::WalError),
+    Wal(#[from] WalError),
     #[error("benchmark log {0} has no record to append after")]
     EmptyLog(PathBuf),
 }
@@ -107,7 +108,7 @@ fn open_writer(path: &Path) -> Result<WalWriter, BenchError> {
     let last = scan
         .last
         .ok_or_else(|| BenchError::EmptyLog(path.to_path_buf()))?;
-    Ok(WalWriter::open_append(path, &last)?)
+    Ok(LockedLog::open(path)?.into_writer(Some(&last), scan.valid_bytes, None))
 }
 
 impl SaveRig {

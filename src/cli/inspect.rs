@@ -321,11 +321,17 @@ pub fn repair(path: &Path, out: &mut dyn Write) -> anyhow::Result<i32> {
         )?;
         return Ok(0);
     };
-    match Store::open(path, &StoreOptions::default()) {
-        Ok((_store, report)) => {
+    // No background snapshots: repair only cuts, it adds nothing beside the log.
+    let opts = StoreOptions {
+        snapshot_every: 0,
+        ..StoreOptions::default()
+    };
+    match Store::open(path, opts) {
+        Ok((store, report)) => {
+            store.close()?;
             let kept = report
-                .torn
-                .map(|(_, _, kept)| kept.display().to_string())
+                .torn_tail
+                .map(|(_, kept)| kept.display().to_string())
                 .unwrap_or_else(|| format!("{}.torn-{}", path.display(), torn.offset));
             writeln!(
                 out,

@@ -177,11 +177,10 @@ fn plan(r: &Report, out: &mut dyn Write) -> io::Result<()> {
         .count();
     writeln!(
         out,
-        "\nplan v{} ({} of {} done; {} updates, last at step {})",
+        "\nplan v{} ({} of {} done, updated in step {})",
         plan.version,
         done,
         plan.items.len(),
-        plan.versions,
         plan.updated_step
     )?;
     for item in &plan.items {
