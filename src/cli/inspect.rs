@@ -1,0 +1,348 @@
+//! `tinyagent log inspect | verify | repair`: look at a log, check it, cut a
+//! torn tail.
+//!
+//! All three read the file only through the storage reader
+//! ([`crate::store::load`] and [`crate::wal::reader::scan`]), the same code the
+//! agent resumes with, so what they report is what a resume would see.
+//!
+//! # Exit codes and where the words go
+//!
+//! - `inspect` never takes the writer's lock, so it works on a log that is still
+//!   being written (its last line may then show as a torn tail for a moment)
+//!   and on a damaged one: it reports what it could read and where reading
+//!   stopped, and returns 0 whenever it could report. It returns an `Err` only
+//!   when the file cannot be read as a log at all (missing, unreadable, or a
+//!   non-empty file without a single valid record): the caller prints that
+//!   error on stderr and exits 2. `--json` prints exactly one JSON object.
+//! - `verify` scans every record and writes one line: 0 clean, 1 torn tail
+//!   (resume or `log repair` will cut it), 2 corrupt, unreadable or not a log.
+//! - `repair` cuts a torn tail through [`crate::store::Store::open`], which
+//!   keeps the cut bytes in a file beside the log and syncs; it returns 0 when
+//!   the log is clean afterwards (cut or already clean). Corruption is refused
+//!   with its seq and byte offset (exit 2) and the file is left byte-for-byte
+//!   unchanged; a log locked by a live writer is refused with the store's code.
+//!
+//! # JSON members
+//!
+//! The contract's section 5 members (`run_id`, `schema_version`, `records`,
+//! `bytes`, `torn_tail`, `corruption`, `steps`, `status`, `pending_calls`,
+//! `plan`, `compactions`, `processes`, `usage`, `snapshot`) plus `path`,
+//! `valid_bytes`, `last_seq`, `task`, `model`, `provider`, `base_url`,
+//! `tool_signature`, `plan_enabled`, `read_only`, `saved_step`, `messages`,
+//! `format_errors`, `hooks_blocked`, `resumes` and `limits`. `bytes` is the
+//! file's length; `valid_bytes` the length of its valid prefix (equal on a
+//! clean log). `plan` carries `versions`, the number of plan updates seen.
+
+mod human;
+
+use crate::event::{Limits, PlanItem, RunStatus};
+use crate::session::{PendingCall, State, Status};
+use crate::store::{self, Store, StoreOptions};
+use crate::wal::reader::{self, ScanReport};
+use anyhow::Context;
+use serde::Serialize;
+use std::io::Write;
+use std::path::Path;
+
+/// Where a torn tail starts and how long it is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TornJson {
+    pub offset: u64,
+    pub bytes: u64,
+}
+
+/// The first record that failed its checks with valid records after it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CorruptionJson {
+    pub seq: u64,
+    pub offset: u64,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlanJson {
+    pub version: u64,
+    pub items: Vec<PlanItem>,
+    pub note: Option<String>,
+    pub updated_step: u64,
+    /// Number of plan updates in the log.
+    pub versions: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ProcessJson {
+    pub id: String,
+    pub pid: u32,
+    pub command: String,
+    pub step: u64,
+    /// No `process.exited` record for it (yet).
+    pub running: bool,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct UsageJson {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cost_usd: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SnapshotJson {
+    pub seq: u64,
+    pub path: String,
+}
+
+/// What `log inspect` reports (serialised as is for `--json`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    pub path: String,
+    pub run_id: Option<String>,
+    pub schema_version: Option<u32>,
+    pub task: Option<String>,
+    pub model: Option<String>,
+    pub provider: Option<String>,
+    pub base_url: Option<String>,
+    pub tool_signature: Option<String>,
+    pub plan_enabled: bool,
+    pub read_only: bool,
+    pub records: u64,
+    pub bytes: u64,
+    pub valid_bytes: u64,
+    pub last_seq: Option<u64>,
+    pub torn_tail: Option<TornJson>,
+    pub corruption: Option<CorruptionJson>,
+    pub steps: u64,
+    pub saved_step: u64,
+    pub status: &'static str,
+    pub pending_calls: Vec<PendingCall>,
+    pub plan: Option<PlanJson>,
+    pub compactions: u64,
+    pub processes: Vec<ProcessJson>,
+    pub usage: UsageJson,
+    pub snapshot: Option<SnapshotJson>,
+    pub messages: usize,
+    pub format_errors: u32,
+    pub hooks_blocked: u64,
+    pub resumes: u64,
+    pub limits: Limits,
+}
+
+/// The name a status has in the log and in `--json`.
+pub fn status_name(status: Status) -> &'static str {
+    match status {
+        Status::Running => "running",
+        Status::Finished(RunStatus::Completed) => "completed",
+        Status::Finished(RunStatus::MaxSteps) => "max_steps",
+        Status::Finished(RunStatus::MaxCost) => "max_cost",
+        Status::Finished(RunStatus::FormatErrors) => "format_errors",
+        Status::Finished(RunStatus::Error) => "error",
+    }
+}
+
+impl Report {
+    /// Builds the report from a state, the reader's scan and the snapshot used.
+    pub fn new(
+        path: &Path,
+        state: &State,
+        scan: &ScanReport,
+        snapshot: Option<SnapshotJson>,
+    ) -> Report {
+        let run = state.run.as_ref();
+        Report {
+            path: path.display().to_string(),
+            run_id: run.map(|r| r.run_id.clone()),
+            schema_version: run.map(|r| r.schema_version),
+            task: run.map(|r| r.task.clone()),
+            model: run.map(|r| r.model.clone()),
+            provider: run.map(|r| r.provider.clone()),
+            base_url: run.and_then(|r| r.base_url.clone()),
+            tool_signature: run.map(|r| r.tool_signature.clone()),
+            plan_enabled: run.is_some_and(|r| r.plan_enabled),
+            read_only: run.is_some_and(|r| r.read_only),
+            records: state.records.max(scan.records),
+            bytes: scan.file_len,
+            valid_bytes: scan.valid_bytes,
+            last_seq: scan.last.as_ref().map(|p| p.seq),
+            torn_tail: scan.torn_tail.as_ref().map(|t| TornJson {
+                offset: t.offset,
+                bytes: t.bytes,
+            }),
+            corruption: scan.corruption.as_ref().map(|c| CorruptionJson {
+                seq: c.seq,
+                offset: c.offset,
+                reason: c.reason.clone(),
+            }),
+            steps: state.step,
+            saved_step: state.saved_step,
+            status: status_name(state.status),
+            pending_calls: state.pending.clone(),
+            plan: state.plan.as_ref().map(|p| PlanJson {
+                version: p.version,
+                items: p.items.clone(),
+                note: p.note.clone(),
+                updated_step: p.updated_step,
+                versions: state.plan_history.len() as u64,
+            }),
+            compactions: state.compactions,
+            processes: state
+                .processes
+                .values()
+                .map(|p| ProcessJson {
+                    id: p.id.clone(),
+                    pid: p.pid,
+                    command: p.command.clone(),
+                    step: p.step,
+                    running: p.exited.is_none(),
+                    exit_code: p.exited.as_ref().and_then(|e| e.exit_code),
+                    signal: p.exited.as_ref().and_then(|e| e.signal),
+                })
+                .collect(),
+            usage: UsageJson {
+                input_tokens: state.usage.input_tokens,
+                output_tokens: state.usage.output_tokens,
+                cost_usd: state.cost_usd,
+            },
+            snapshot,
+            messages: state.messages.len(),
+            format_errors: state.format_errors,
+            hooks_blocked: state.hooks_blocked,
+            resumes: state.resumes,
+            limits: state.limits.clone(),
+        }
+    }
+}
+
+/// Why a file could not be read as a log at all.
+#[derive(Debug, thiserror::Error)]
+pub enum InspectError {
+    #[error("{path}: not a tinyagent log (no valid record in its {bytes} bytes)")]
+    NotALog { path: String, bytes: u64 },
+}
+
+/// A non-empty file whose very first line is bad is not a log we know how to
+/// read (a trajectory JSON passed by mistake, say).
+fn not_a_log(path: &Path, scan: &ScanReport) -> Option<InspectError> {
+    (scan.records == 0 && scan.file_len > 0).then(|| InspectError::NotALog {
+        path: path.display().to_string(),
+        bytes: scan.file_len,
+    })
+}
+
+/// Reads the log (without a lock) and builds its report.
+pub fn read_report(path: &Path) -> anyhow::Result<Report> {
+    let loaded = store::load(path).with_context(|| format!("cannot read {}", path.display()))?;
+    if let Some(e) = not_a_log(path, &loaded.scan) {
+        return Err(e.into());
+    }
+    let snapshot = loaded.snapshot.as_ref().map(|s| SnapshotJson {
+        seq: s.seq,
+        path: s.path.display().to_string(),
+    });
+    Ok(Report::new(path, &loaded.state, &loaded.scan, snapshot))
+}
+
+/// `tinyagent log inspect <WAL> [--json]`.
+pub fn inspect(path: &Path, json: bool, out: &mut dyn Write) -> anyhow::Result<i32> {
+    let report = read_report(path)?;
+    if json {
+        serde_json::to_writer(&mut *out, &report)?;
+        writeln!(out)?;
+    } else {
+        human::render(&report, out)?;
+    }
+    Ok(0)
+}
+
+/// `tinyagent log verify <WAL>`: 0 clean, 1 torn tail, 2 corrupt or unreadable.
+pub fn verify(path: &Path, out: &mut dyn Write) -> anyhow::Result<i32> {
+    let scan = match reader::scan(path, None, |_, _| {}) {
+        Ok(scan) => scan,
+        Err(e) => {
+            writeln!(out, "unreadable: {}: {e}", path.display())?;
+            return Ok(2);
+        }
+    };
+    if let Some(e) = not_a_log(path, &scan) {
+        writeln!(out, "{e}")?;
+        return Ok(2);
+    }
+    if let Some(c) = &scan.corruption {
+        writeln!(
+            out,
+            "corrupt: record seq {} at byte offset {}: {} ({} valid records before it)",
+            c.seq, c.offset, c.reason, scan.records
+        )?;
+        return Ok(2);
+    }
+    if let Some(t) = &scan.torn_tail {
+        writeln!(
+            out,
+            "torn tail: {} bytes at offset {} after {} valid records (resume or `tinyagent log repair` will cut it)",
+            t.bytes, t.offset, scan.records
+        )?;
+        return Ok(1);
+    }
+    writeln!(
+        out,
+        "clean: {} records, {} bytes",
+        scan.records, scan.file_len
+    )?;
+    Ok(0)
+}
+
+/// `tinyagent log repair <WAL>`: cut a torn tail, keeping the bytes beside the log.
+pub fn repair(path: &Path, out: &mut dyn Write) -> anyhow::Result<i32> {
+    let scan = match reader::scan(path, None, |_, _| {}) {
+        Ok(scan) => scan,
+        Err(e) => {
+            writeln!(out, "unreadable: {}: {e}", path.display())?;
+            return Ok(2);
+        }
+    };
+    if let Some(e) = not_a_log(path, &scan) {
+        writeln!(out, "refused: {e}; nothing was changed")?;
+        return Ok(2);
+    }
+    if let Some(c) = &scan.corruption {
+        writeln!(
+            out,
+            "refused: corrupt record seq {} at byte offset {}: {}; only a torn tail can be cut, nothing was changed",
+            c.seq, c.offset, c.reason
+        )?;
+        return Ok(2);
+    }
+    let Some(torn) = &scan.torn_tail else {
+        writeln!(
+            out,
+            "clean: nothing to repair ({} records, {} bytes)",
+            scan.records, scan.file_len
+        )?;
+        return Ok(0);
+    };
+    // No background snapshots: repair only cuts, it adds nothing beside the log.
+    let opts = StoreOptions {
+        snapshot_every: 0,
+        ..StoreOptions::default()
+    };
+    match Store::open(path, opts) {
+        Ok((store, report)) => {
+            store.close()?;
+            let kept = report
+                .torn_tail
+                .map(|(_, kept)| kept.display().to_string())
+                .unwrap_or_else(|| format!("{}.torn-{}", path.display(), torn.offset));
+            writeln!(
+                out,
+                "repaired: cut {} bytes at offset {} ({} records kept); the cut bytes are in {}",
+                torn.bytes, torn.offset, scan.records, kept
+            )?;
+            Ok(0)
+        }
+        Err(e) => {
+            writeln!(out, "refused: {e}")?;
+            Ok(e.exit_code())
+        }
+    }
+}

@@ -1,0 +1,263 @@
+//! The human form of `log inspect`: an aligned key/value header, one integrity
+//! line, then small tables for pending calls and processes and the plan with
+//! status markers. Everything fits on one screen for a normal run.
+
+use super::Report;
+use crate::event::PlanStatus;
+use std::io::{self, Write};
+
+/// `12345678` -> `12,345,678`.
+pub fn group(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn row(out: &mut dyn Write, key: &str, value: &str) -> io::Result<()> {
+    writeln!(out, "{key:<10} {value}")
+}
+
+fn or_dash(v: &Option<String>) -> &str {
+    v.as_deref().filter(|s| !s.is_empty()).unwrap_or("-")
+}
+
+/// First line of `text`, cut to `max` characters with an ellipsis.
+fn short(text: &str, max: usize) -> String {
+    let line = text.lines().next().unwrap_or("");
+    if line.chars().count() <= max && !text.contains('\n') {
+        return line.to_string();
+    }
+    let cut: String = line.chars().take(max.saturating_sub(1)).collect();
+    format!("{cut}…")
+}
+
+fn integrity(r: &Report) -> String {
+    let head = format!("{} records, {} bytes", group(r.records), group(r.bytes));
+    if let Some(c) = &r.corruption {
+        format!(
+            "{head}: CORRUPT at record seq {} (byte {}): {}; reading stopped there",
+            c.seq,
+            group(c.offset),
+            c.reason
+        )
+    } else if let Some(t) = &r.torn_tail {
+        format!(
+            "{head}: torn tail of {} bytes at byte {} (a live writer may be mid-record; resume or `log repair` cuts it)",
+            group(t.bytes),
+            group(t.offset)
+        )
+    } else {
+        format!("{head}: clean")
+    }
+}
+
+fn limits(r: &Report) -> String {
+    let steps = r
+        .limits
+        .max_steps
+        .map_or("unlimited".to_string(), |n| n.to_string());
+    let cost = r
+        .limits
+        .max_cost_usd
+        .map_or("unlimited".to_string(), |c| format!("${c:.2}"));
+    format!(
+        "steps {steps}, cost {cost}, format errors {}",
+        r.limits.max_format_errors
+    )
+}
+
+fn marker(status: PlanStatus) -> &'static str {
+    match status {
+        PlanStatus::Pending => "[ ]",
+        PlanStatus::InProgress => "[>]",
+        PlanStatus::Done => "[x]",
+        PlanStatus::Blocked => "[!]",
+    }
+}
+
+fn header(r: &Report, out: &mut dyn Write) -> io::Result<()> {
+    row(out, "log", &r.path)?;
+    let schema = r
+        .schema_version
+        .map_or(String::new(), |v| format!("  (schema {v})"));
+    row(out, "run", &format!("{}{schema}", or_dash(&r.run_id)))?;
+    row(out, "task", &short(r.task.as_deref().unwrap_or("-"), 70))?;
+    let via = match &r.base_url {
+        Some(url) if !url.is_empty() => format!(" at {url}"),
+        _ => String::new(),
+    };
+    row(
+        out,
+        "model",
+        &format!("{} via {}{via}", or_dash(&r.model), or_dash(&r.provider)),
+    )?;
+    let mut status = format!(
+        "{}  step {} (saved {}), {} messages",
+        r.status, r.steps, r.saved_step, r.messages
+    );
+    if r.read_only {
+        status.push_str(", read-only");
+    }
+    row(out, "status", &status)?;
+    row(out, "integrity", &integrity(r))?;
+    let snapshot = r.snapshot.as_ref().map_or("none".to_string(), |s| {
+        format!("seq {} ({})", group(s.seq), s.path)
+    });
+    row(out, "snapshot", &snapshot)?;
+    row(
+        out,
+        "usage",
+        &format!(
+            "{} in / {} out tokens, ${:.4}",
+            group(r.usage.input_tokens),
+            group(r.usage.output_tokens),
+            r.usage.cost_usd
+        ),
+    )?;
+    row(out, "limits", &limits(r))?;
+    row(
+        out,
+        "events",
+        &format!(
+            "{} compactions, {} hooks blocked, {} resumes, {} format errors in a row",
+            r.compactions, r.hooks_blocked, r.resumes, r.format_errors
+        ),
+    )
+}
+
+fn pending(r: &Report, out: &mut dyn Write) -> io::Result<()> {
+    if r.pending_calls.is_empty() {
+        return Ok(());
+    }
+    writeln!(out, "\npending calls ({})", r.pending_calls.len())?;
+    let w = r
+        .pending_calls
+        .iter()
+        .map(|c| c.id.len())
+        .chain([2])
+        .max()
+        .unwrap_or(2);
+    let n = r
+        .pending_calls
+        .iter()
+        .map(|c| c.name.len())
+        .chain([4])
+        .max()
+        .unwrap_or(4);
+    writeln!(
+        out,
+        "  {:<w$}  {:<n$}  {:>5}  STARTED",
+        "ID", "NAME", "STEP"
+    )?;
+    for c in &r.pending_calls {
+        let started = if c.started { "yes" } else { "no" };
+        writeln!(
+            out,
+            "  {:<w$}  {:<n$}  {:>5}  {started}",
+            c.id, c.name, c.step
+        )?;
+    }
+    Ok(())
+}
+
+fn plan(r: &Report, out: &mut dyn Write) -> io::Result<()> {
+    let Some(plan) = &r.plan else {
+        return Ok(());
+    };
+    let done = plan
+        .items
+        .iter()
+        .filter(|i| i.status == PlanStatus::Done)
+        .count();
+    writeln!(
+        out,
+        "\nplan v{} ({} of {} done, updated in step {})",
+        plan.version,
+        done,
+        plan.items.len(),
+        plan.updated_step
+    )?;
+    for item in &plan.items {
+        writeln!(
+            out,
+            "  {} {}  {}",
+            marker(item.status),
+            item.id,
+            short(&item.text, 70)
+        )?;
+    }
+    if let Some(note) = plan.note.as_deref().filter(|n| !n.is_empty()) {
+        writeln!(out, "  note: {}", short(note, 70))?;
+    }
+    Ok(())
+}
+
+fn processes(r: &Report, out: &mut dyn Write) -> io::Result<()> {
+    if r.processes.is_empty() {
+        return Ok(());
+    }
+    writeln!(out, "\nprocesses ({})", r.processes.len())?;
+    let w = r
+        .processes
+        .iter()
+        .map(|p| p.id.len())
+        .chain([2])
+        .max()
+        .unwrap_or(2);
+    writeln!(
+        out,
+        "  {:<w$}  {:>7}  {:<12}  COMMAND",
+        "ID", "PID", "STATE"
+    )?;
+    for p in &r.processes {
+        let state = match (p.running, p.exit_code, p.signal) {
+            (true, _, _) => "running".to_string(),
+            (false, Some(code), _) => format!("exited {code}"),
+            (false, None, Some(sig)) => format!("signal {sig}"),
+            (false, None, None) => "exited".to_string(),
+        };
+        writeln!(
+            out,
+            "  {:<w$}  {:>7}  {:<12}  {}",
+            p.id,
+            p.pid,
+            state,
+            short(&p.command, 60)
+        )?;
+    }
+    Ok(())
+}
+
+/// Writes the whole human report.
+pub fn render(r: &Report, out: &mut dyn Write) -> io::Result<()> {
+    header(r, out)?;
+    pending(r, out)?;
+    plan(r, out)?;
+    processes(r, out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_thousands() {
+        assert_eq!(group(0), "0");
+        assert_eq!(group(999), "999");
+        assert_eq!(group(1000), "1,000");
+        assert_eq!(group(12345678), "12,345,678");
+    }
+
+    #[test]
+    fn shortens_to_the_first_line() {
+        assert_eq!(short("abc", 10), "abc");
+        assert_eq!(short("abc\ndef", 10), "abc…");
+        assert_eq!(short("abcdefghijkl", 5), "abcd…");
+    }
+}
