@@ -31,3 +31,4 @@ pub mod store;
 pub mod tools;
 pub mod trajectory;
 pub mod wal;
+

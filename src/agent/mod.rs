@@ -14,7 +14,7 @@ pub mod resume;
 pub mod prompt;
 
 use crate::event::{
-    Event, HookBlocked, ModelResponse, PlanUpdated, ProcessExited, RunFinished, RunStarted, RunStatus,
+    Event, HookBlocked, ModelResponse, PlanUpdated, ProcessExited, RunFinished, RunStatus,
     StepSaved, ToolCall, ToolResult, ToolStarted, Usage,
 };
 use crate::model::{ModelRequest, Provider, Purpose};
@@ -124,13 +124,6 @@ impl Agent {
             );
         }
         Ok(seq)
-    }
-
-    fn run_info(&self) -> Result<RunStarted, AgentError> {
-        self.state()
-            .run
-            .clone()
-            .ok_or_else(|| AgentError::Refused("the log has no run.started record".into()))
     }
 
     /// Drives the loop until the run finishes or a limit stops it.
@@ -417,8 +410,8 @@ impl Agent {
             note,
             diff,
         }))?;
-        if let Some(path) = self.plan_file.clone() {
-            let text = plan::to_markdown(self.state().plan.as_ref());
+        if let (Some(path), Some(current)) = (self.plan_file.clone(), self.state().plan.as_ref()) {
+            let text = plan::to_markdown(current);
             if let Err(e) = crate::fsutil::atomic_write(&path, text.as_bytes()) {
                 self.out
                     .warn(&format!("could not write plan file {}: {e}", path.display()));

@@ -4,7 +4,7 @@
 //! Events about a record are emitted only after that record is durable: the
 //! loop calls [`Output::record`] after `Store::append` returned.
 
-use crate::event::{Event, Message};
+use crate::event::Event;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Value, json};
 use std::io::Write;
@@ -240,9 +240,4 @@ pub fn json_event(seq: u64, event: &Event) -> Option<(&'static str, Value)> {
         m.insert("seq".into(), json!(seq));
     }
     Some((name, data))
-}
-
-/// A short description of a message, for logs and notices.
-pub fn describe(m: &Message) -> String {
-    format!("{:?}: {}", m.role, preview(&m.content, 80))
 }

@@ -62,6 +62,21 @@ pub fn import_trajectory(json: &Path, wal: &Path) -> Result<Option<String>, CliE
     Ok(imported.background)
 }
 
+/// The log's first record, read without replaying anything (it carries the
+/// run's snapshot interval, needed before the store is opened).
+fn run_started(wal: &Path) -> Option<crate::event::RunStarted> {
+    use std::io::BufRead;
+    let mut first = Vec::new();
+    std::io::BufReader::new(std::fs::File::open(wal).ok()?)
+        .read_until(b'\n', &mut first)
+        .ok()?;
+    let frame = crate::wal::frame::decode(first.strip_suffix(b"\n")?).ok()?;
+    match frame.event {
+        crate::event::Event::RunStarted(r) => Some(r),
+        _ => None,
+    }
+}
+
 fn wal_for_json(json: &Path) -> PathBuf {
     let mut s = json.as_os_str().to_owned();
     s.push(".wal");
@@ -87,7 +102,10 @@ pub async fn resume(args: &ResumeArgs) -> Result<i32, CliError> {
         return Err(refuse(format!("{}: no such log", wal.display())));
     }
     let stopped_at = mtime(&wal);
-    let (mut store, report) = Store::open(&wal, StoreOptions::default())
+    let options = run_started(&wal)
+        .map(|r| store_options(&r))
+        .unwrap_or_default();
+    let (store, report) = Store::open(&wal, options)
         .map_err(|e| CliError::new(e.exit_code(), e.to_string()))?;
     let run = store
         .state()
@@ -143,7 +161,6 @@ pub async fn resume(args: &ResumeArgs) -> Result<i32, CliError> {
     }
     let provider = provider_for(&run, &args.provider)?;
     let env = exec_env(&run)?;
-    store.set_snapshot_every(store_options(&run).snapshot_every);
     eprintln!("log: {}", wal.display());
     let mut agent = Agent::new(AgentParts {
         store,

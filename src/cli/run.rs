@@ -254,7 +254,11 @@ pub async fn run(args: &RunArgs) -> Result<i32, CliError> {
         std::fs::create_dir_all(dir)
             .map_err(|e| CliError::new(1, format!("cannot create {}: {e}", dir.display())))?;
     }
-    let store = Store::create(&plan.wal, store_options(&plan.started))
+    let mut store = Store::create(&plan.wal, store_options(&plan.started))
+        .map_err(|e| CliError::new(e.exit_code(), e.to_string()))?;
+    let started = Event::RunStarted(plan.started.clone());
+    let seq = store
+        .append(started.clone())
         .map_err(|e| CliError::new(e.exit_code(), e.to_string()))?;
     eprintln!("log: {}", plan.wal.display());
     let processes = ProcessTable::new(process_dir(&plan.wal));
@@ -270,7 +274,7 @@ pub async fn run(args: &RunArgs) -> Result<i32, CliError> {
         out: Output::new(plan.json),
     })
     .map_err(CliError::from)?;
-    agent.append(Event::RunStarted(plan.started.clone()))?;
+    agent.output().record(seq, &started);
     let status = agent.run().await?;
     Ok(super::status_exit_code(status))
 }

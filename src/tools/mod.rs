@@ -31,7 +31,7 @@ mod specs;
 
 pub use crate::model::ToolSpec;
 pub use env::{EnvError, ExecEnv, LocalEnv, SandboxEnv};
-pub use process::{ProcessStatus, ProcessSummary, ProcessTable};
+pub use process::{ProcessStatus, ProcessSummary, ProcessTable, proc_start_time};
 
 use crate::event::{Event, PlanItem, ToolCall};
 use serde::de::DeserializeOwned;
