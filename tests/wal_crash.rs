@@ -27,7 +27,10 @@ fn child_writer() {
 }
 
 fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 fn child_main(path: &Path) -> i32 {
@@ -86,7 +89,8 @@ fn child(path: &Path, envs: &[(&str, String)]) -> Command {
 }
 
 fn saved(line: &str) -> Option<u64> {
-    line.strip_prefix("SAVED ").and_then(|s| s.trim().parse().ok())
+    line.strip_prefix("SAVED ")
+        .and_then(|s| s.trim().parse().ok())
 }
 
 /// Checks that the log reads without corruption, that every record is the
@@ -100,7 +104,10 @@ fn check_log(path: &Path, reported: &[u64]) -> u64 {
     }
     let last = frames.last().map_or(0, |f| f.seq);
     if let Some(max) = reported.iter().max() {
-        assert!(*max <= last, "seq {max} was reported saved but the log ends at {last}");
+        assert!(
+            *max <= last,
+            "seq {max} was reported saved but the log ends at {last}"
+        );
     }
     last
 }
@@ -139,7 +146,11 @@ fn a_writer_killed_at_random_moments_loses_nothing_it_reported() {
     let (store, _) = Store::open(&p, StoreOptions::default()).unwrap();
     let (_, frames) = scan_all(&p);
     let last = frames.last().unwrap().seq;
-    assert_eq!(store.state().records, last, "snapshot + replay = every record");
+    assert_eq!(
+        store.state().records,
+        last,
+        "snapshot + replay = every record"
+    );
     for s in &all_reported {
         assert!(*s <= last);
     }
@@ -163,7 +174,10 @@ fn the_lock_holds_across_processes() {
     let out = child(&p, &[(CHILD_COUNT, "3".into())]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(2), "{text}");
-    assert!(text.contains("ERROR 2") && text.contains("in use"), "{text}");
+    assert!(
+        text.contains("ERROR 2") && text.contains("in use"),
+        "{text}"
+    );
     store.close().unwrap();
     // Child holds it: the parent is refused until the child exits.
     let mut c = child(&p, &[(CHILD_COUNT, "2".into()), (CHILD_HOLD, "1".into())])
@@ -183,8 +197,15 @@ fn the_lock_holds_across_processes() {
 
 fn run_lines(mut cmd: Command) -> (Option<i32>, Vec<String>, String) {
     let out = cmd.output().unwrap();
-    let lines = String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect();
-    (out.status.code(), lines, String::from_utf8_lossy(&out.stderr).into_owned())
+    let lines = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    (
+        out.status.code(),
+        lines,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 /// Asserts the child saved exactly `saved_n` records, then failed stop with
@@ -192,10 +213,19 @@ fn run_lines(mut cmd: Command) -> (Option<i32>, Vec<String>, String) {
 fn assert_fail_stop(path: &Path, code: Option<i32>, lines: &[String], saved_n: u64, expect: &str) {
     let got: Vec<u64> = lines.iter().filter_map(|l| saved(l)).collect();
     assert_eq!(got, (1..=saved_n).collect::<Vec<_>>(), "{lines:?}");
-    let err = lines.iter().find(|l| l.starts_with("ERROR")).expect("an error line");
+    let err = lines
+        .iter()
+        .find(|l| l.starts_with("ERROR"))
+        .expect("an error line");
     assert!(err.starts_with("ERROR 1 ") && err.contains(expect), "{err}");
-    let after = lines.iter().find(|l| l.starts_with("AFTER")).expect("a second append");
-    assert!(after.contains("stopped after an earlier failure") && after.contains(expect), "{after}");
+    let after = lines
+        .iter()
+        .find(|l| l.starts_with("AFTER"))
+        .expect("a second append");
+    assert!(
+        after.contains("stopped after an earlier failure") && after.contains(expect),
+        "{after}"
+    );
     assert_eq!(code, Some(1));
     check_log(path, &got);
 }
@@ -213,7 +243,10 @@ fn faults_from_the_environment_stop_the_writer() {
 
 #[test]
 fn strace_injected_fdatasync_failure_stops_the_writer() {
-    let has_strace = Command::new("strace").arg("-V").output().is_ok_and(|o| o.status.success());
+    let has_strace = Command::new("strace")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success());
     if !has_strace {
         println!("skipping: strace is not on PATH");
         return;
@@ -222,12 +255,20 @@ fn strace_injected_fdatasync_failure_stops_the_writer() {
     let p = dir.path().join("s.wal");
     let exe = std::env::current_exe().unwrap();
     let mut cmd = Command::new("strace");
-    cmd.args(["-f", "-o", "/dev/null", "-e", "trace=fdatasync", "-e", "inject=fdatasync:error=EIO:when=3"])
-        .arg(exe)
-        .args(["child_writer", "--exact", "--nocapture", "--test-threads=1"])
-        .env(CHILD_WAL, &p)
-        .env(CHILD_COUNT, "6")
-        .env_remove("TINYAGENT_FAULTS");
+    cmd.args([
+        "-f",
+        "-o",
+        "/dev/null",
+        "-e",
+        "trace=fdatasync",
+        "-e",
+        "inject=fdatasync:error=EIO:when=3",
+    ])
+    .arg(exe)
+    .args(["child_writer", "--exact", "--nocapture", "--test-threads=1"])
+    .env(CHILD_WAL, &p)
+    .env(CHILD_COUNT, "6")
+    .env_remove("TINYAGENT_FAULTS");
     let (code, lines, stderr) = run_lines(cmd);
     if !lines.iter().any(|l| l.starts_with("OPENED")) {
         println!("skipping: strace could not run the child here: {stderr}");

@@ -25,7 +25,10 @@ fn a_clean_log_passes_the_independent_check() {
     assert_eq!(lines.len(), 9);
     let (r, frames) = scan_all(&p);
     assert!(r.is_clean());
-    assert_eq!((r.records, r.valid_bytes, r.file_len), (9, bytes.len() as u64, bytes.len() as u64));
+    assert_eq!(
+        (r.records, r.valid_bytes, r.file_len),
+        (9, bytes.len() as u64, bytes.len() as u64)
+    );
     assert_eq!(r.last, Some(pos[8]));
     for (i, f) in frames.iter().enumerate() {
         assert_eq!(f.event, ev(i as u64 + 1));
@@ -58,7 +61,10 @@ fn a_torn_tail_at_every_byte_of_the_last_record_drops_exactly_that_record() {
             (None, None) => {}
             (Some(t), Some((got, saved))) => {
                 assert_eq!(*got, t);
-                assert_eq!(std::fs::read(saved).unwrap(), &bytes[last.offset as usize..cut as usize]);
+                assert_eq!(
+                    std::fs::read(saved).unwrap(),
+                    &bytes[last.offset as usize..cut as usize]
+                );
                 assert_eq!(mode(saved), 0o600);
             }
             other => panic!("cut at {cut}: {other:?}"),
@@ -81,7 +87,10 @@ fn assert_corrupt_at(dir: &Path, bytes: &[u8], seq: u64, offset: u64, what: &str
     let _ = std::fs::remove_file(&p);
     std::fs::write(&p, bytes).unwrap();
     let r = scan_all(&p).0;
-    let c = r.corruption.clone().unwrap_or_else(|| panic!("{what}: not corruption: {r:?}"));
+    let c = r
+        .corruption
+        .clone()
+        .unwrap_or_else(|| panic!("{what}: not corruption: {r:?}"));
     assert_eq!((c.seq, c.offset), (seq, offset), "{what}: {c:?}");
     assert_eq!(r.torn_tail, None, "{what}");
     assert_eq!(r.records, seq - 1, "{what}");
@@ -89,7 +98,10 @@ fn assert_corrupt_at(dir: &Path, bytes: &[u8], seq: u64, offset: u64, what: &str
         Err(e @ StoreError::Corrupt { .. }) => {
             assert_eq!(e.exit_code(), 2);
             let msg = e.to_string();
-            assert!(msg.contains(&format!("seq {seq}")) && msg.contains(&format!("offset {offset}")), "{msg}");
+            assert!(
+                msg.contains(&format!("seq {seq}")) && msg.contains(&format!("offset {offset}")),
+                "{msg}"
+            );
         }
         Err(e) => panic!("{what}: {e}"),
         Ok(_) => panic!("{what}: opened"),
@@ -109,7 +121,13 @@ fn every_bit_flip_in_an_earlier_record_is_corruption() {
         for at in rec.offset..rec.end() {
             let mut bad = bytes.clone();
             bad[at as usize] ^= 1 << rng.u8(0..8);
-            assert_corrupt_at(dir.path(), &bad, rec.seq, rec.offset, &format!("flip at {at}"));
+            assert_corrupt_at(
+                dir.path(),
+                &bad,
+                rec.seq,
+                rec.offset,
+                &format!("flip at {at}"),
+            );
         }
     }
 }
@@ -124,13 +142,22 @@ fn every_byte_deletion_in_an_earlier_record_is_corruption() {
         for at in rec.offset..rec.end() {
             let mut bad = bytes.clone();
             bad.remove(at as usize);
-            assert_corrupt_at(dir.path(), &bad, rec.seq, rec.offset, &format!("deletion at {at}"));
+            assert_corrupt_at(
+                dir.path(),
+                &bad,
+                rec.seq,
+                rec.offset,
+                &format!("deletion at {at}"),
+            );
         }
     }
 }
 
 fn lines(bytes: &[u8]) -> Vec<Vec<u8>> {
-    bytes.split_inclusive(|b| *b == b'\n').map(<[u8]>::to_vec).collect()
+    bytes
+        .split_inclusive(|b| *b == b'\n')
+        .map(<[u8]>::to_vec)
+        .collect()
 }
 
 #[test]
@@ -147,7 +174,10 @@ fn seq_gaps_duplicates_and_spliced_lines_are_corruption_even_at_the_end() {
     let mut gap = la.clone();
     gap.remove(2);
     let r = scan_bytes(dir.path(), "gap.wal", &gap.concat());
-    assert_eq!(r.corruption.as_ref().map(|c| (c.seq, c.offset)), Some((3, pa[2].offset)));
+    assert_eq!(
+        r.corruption.as_ref().map(|c| (c.seq, c.offset)),
+        Some((3, pa[2].offset))
+    );
     assert!(r.corruption.unwrap().reason.contains("seq gap"));
     assert_corrupt_at(dir.path(), &gap.concat(), 3, pa[2].offset, "gap");
 
@@ -161,7 +191,13 @@ fn seq_gaps_duplicates_and_spliced_lines_are_corruption_even_at_the_end() {
 
     let mut mid_dup = la.clone();
     mid_dup.insert(2, la[1].clone());
-    assert_corrupt_at(dir.path(), &mid_dup.concat(), 3, pa[2].offset, "duplicate in the middle");
+    assert_corrupt_at(
+        dir.path(),
+        &mid_dup.concat(),
+        3,
+        pa[2].offset,
+        "duplicate in the middle",
+    );
 
     let mut spliced = la.clone();
     spliced[2] = lb[2].clone();

@@ -17,10 +17,20 @@ fn create_refuses_an_existing_file_and_makes_it_0600() {
     assert_eq!(mode(&p), 0o600);
     let a = w.append(&ev(1)).unwrap();
     assert_eq!((a.seq, a.offset), (1, 0));
-    assert!(matches!(WalWriter::create(&p), Err(WalError::Exists { .. })));
+    assert!(matches!(
+        WalWriter::create(&p),
+        Err(WalError::Exists { .. })
+    ));
     let e = Store::create(&p, no_snapshots()).err().unwrap();
-    assert!(matches!(e, StoreError::Exists { .. }) && e.exit_code() == 2, "{e}");
-    assert_eq!(std::fs::read(&p).unwrap().len() as u64, a.len, "existing file untouched");
+    assert!(
+        matches!(e, StoreError::Exists { .. }) && e.exit_code() == 2,
+        "{e}"
+    );
+    assert_eq!(
+        std::fs::read(&p).unwrap().len() as u64,
+        a.len,
+        "existing file untouched"
+    );
 }
 
 #[test]
@@ -51,7 +61,10 @@ fn appends_are_contract_framed_and_continue_the_chain_after_reopen() {
     }
     store.close().unwrap();
     let (mut store, report) = Store::open(&p, no_snapshots()).unwrap();
-    assert_eq!((report.replayed, report.torn_tail, report.snapshot), (3, None, None));
+    assert_eq!(
+        (report.replayed, report.torn_tail, report.snapshot),
+        (3, None, None)
+    );
     assert_eq!(store.append(ev(4)).unwrap(), 4);
     store.close().unwrap();
     let lines = independent_check(&std::fs::read(&p).unwrap());
@@ -88,7 +101,11 @@ fn third_append_fails(spec: &str, expect: &str) -> (tempfile::TempDir, std::path
         }
     }
     assert_eq!(store.state().records, 2, "a failed append is not applied");
-    assert_eq!(std::fs::metadata(&p).unwrap().len(), len_after_failure, "no I/O after poisoning");
+    assert_eq!(
+        std::fs::metadata(&p).unwrap().len(),
+        len_after_failure,
+        "no I/O after poisoning"
+    );
     store.close().unwrap();
     (dir, p)
 }
@@ -98,7 +115,10 @@ fn a_failed_write_stops_the_writer_and_keeps_what_was_saved() {
     let (_d, p) = third_append_fails("write:3:EIO", "Input/output error");
     let (r, frames) = scan_all(&p);
     assert!(r.is_clean());
-    assert_eq!(frames.iter().map(|f| f.event.clone()).collect::<Vec<_>>(), vec![ev(1), ev(2)]);
+    assert_eq!(
+        frames.iter().map(|f| f.event.clone()).collect::<Vec<_>>(),
+        vec![ev(1), ev(2)]
+    );
     let (_d, p) = third_append_fails("write:3:ENOSPC", "No space left on device");
     assert_eq!(scan_all(&p).0.records, 2);
 }

@@ -82,18 +82,32 @@ pub fn files_with(dir: &Path, part: &str) -> Vec<PathBuf> {
 /// `line[..len-18]` last, seq from 1, prev links, RFC 3339 UTC `ts`.
 /// Returns the parsed lines.
 pub fn independent_check(bytes: &[u8]) -> Vec<serde_json::Value> {
-    assert!(bytes.is_empty() || bytes.ends_with(b"\n"), "log must end with a newline");
+    assert!(
+        bytes.is_empty() || bytes.ends_with(b"\n"),
+        "log must end with a newline"
+    );
     let mut prev = "00000000".to_string();
     let mut out = Vec::new();
-    for (i, line) in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()).enumerate() {
+    for (i, line) in bytes
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .enumerate()
+    {
         let text = std::str::from_utf8(line).expect("utf-8");
         let v: serde_json::Value = serde_json::from_str(text).expect("json");
         let crc = crc32fast::hash(&line[..line.len() - 18]);
-        assert!(text.ends_with(&format!(",\"crc\":\"{crc:08x}\"}}")), "crc of line {}", i + 1);
+        assert!(
+            text.ends_with(&format!(",\"crc\":\"{crc:08x}\"}}")),
+            "crc of line {}",
+            i + 1
+        );
         assert_eq!(v["seq"], i as u64 + 1);
         assert_eq!(v["prev"], prev.as_str());
         let ts = v["ts"].as_str().unwrap();
-        assert!(ts.ends_with('Z') && humantime::parse_rfc3339(ts).is_ok(), "ts {ts}");
+        assert!(
+            ts.ends_with('Z') && humantime::parse_rfc3339(ts).is_ok(),
+            "ts {ts}"
+        );
         assert!(v["type"].is_string() && v["data"].is_object());
         prev = format!("{crc:08x}");
         out.push(v);
