@@ -1,100 +1,20 @@
 //! Trajectory JSON (v1 or v2) to log records.
 
-use super::{Imported, SUPPORTED_VERSIONS, TrajectoryError};
-use crate::event::{
-    Compaction, Event, Limits, Message, ModelResponse, PlanItem, PlanUpdated, ProcessExited,
-    ProcessStarted, Resume, Role, RunFinished, RunSettings, RunStarted, RunStatus, SCHEMA_VERSION,
-    StepSaved, ToolResult, ToolStarted, Usage,
+use super::emit::{Emitter, Item};
+use super::file::{
+    FileCompaction, FilePending, FileUsage, message, optional, plan_events, process_events,
+    required, run_status, schema_version,
 };
-use crate::session::{ProcessExit, plan};
-use serde::Deserialize;
-use serde::de::DeserializeOwned;
-use serde_json::{Map, Value};
+use super::{Imported, TrajectoryError};
+use crate::event::{
+    Event, Limits, Message, Role, RunFinished, RunSettings, RunStarted, SCHEMA_VERSION, ToolResult,
+    ToolStarted, Usage,
+};
+use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 
-type Obj = Map<String, Value>;
-
-#[derive(Debug, Default, Deserialize)]
-struct FileUsage {
-    #[serde(default)]
-    input_tokens: u64,
-    #[serde(default)]
-    output_tokens: u64,
-    #[serde(default)]
-    cost_usd: f64,
-}
-
-#[derive(Debug, Deserialize)]
-struct FileCompaction {
-    view: Vec<Message>,
-    summary: String,
-    step: u64,
-    /// v2 extension: how many messages of `messages` came before it.
-    #[serde(default)]
-    messages_before: Option<usize>,
-    #[serde(default)]
-    plan_version: Option<u64>,
-    /// The file's totals, when no assistant message took them.
-    #[serde(skip)]
-    carried: Option<(Usage, f64)>,
-}
-
-#[derive(Debug, Deserialize)]
-struct FilePending {
-    id: String,
-    #[serde(default)]
-    started: Option<bool>,
-}
-
-#[derive(Debug, Deserialize)]
-struct FilePlan {
-    version: u64,
-    items: Vec<PlanItem>,
-    #[serde(default)]
-    updated_step: u64,
-    #[serde(default)]
-    note: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-struct FileRevision {
-    step: u64,
-    diff: String,
-    #[serde(default)]
-    version: Option<u64>,
-}
-
-#[derive(Debug, Deserialize)]
-struct FileProcess {
-    id: String,
-    pid: u32,
-    command: String,
-    #[serde(default)]
-    step: u64,
-    #[serde(default)]
-    env: String,
-    #[serde(default)]
-    start_time: Option<u64>,
-    #[serde(default)]
-    output: Option<String>,
-    #[serde(default)]
-    exited: Option<ProcessExit>,
-}
-
-/// One message after the task, turned into what its record needs.
-enum Item {
-    Response {
-        step: u64,
-        message: Message,
-        usage: Usage,
-        cost: f64,
-    },
-    Result {
-        result: ToolResult,
-        closes_step: bool,
-    },
-    Notice(String),
-}
+/// Calls left unanswered at the end: (id, name, step).
+type Open = Vec<(String, String, u64)>;
 
 /// Reads a trajectory file (schema v1 or v2) and turns it into log records.
 ///
@@ -231,78 +151,10 @@ pub fn import(text: &str) -> Result<Imported, TrajectoryError> {
     })
 }
 
-fn schema_version(obj: &Obj) -> Result<u32, TrajectoryError> {
-    let v = obj
-        .get("schema_version")
-        .ok_or_else(|| TrajectoryError::MissingField {
-            field: "schema_version".into(),
-        })?;
-    v.as_u64()
-        .and_then(|n| u32::try_from(n).ok())
-        .filter(|n| SUPPORTED_VERSIONS.contains(n))
-        .ok_or_else(|| TrajectoryError::UnknownSchema {
-            found: v.to_string(),
-        })
-}
-
-fn decode<T: DeserializeOwned>(v: &Value, field: &str) -> Result<T, TrajectoryError> {
-    T::deserialize(v).map_err(|e| TrajectoryError::BadField {
-        field: field.to_string(),
-        reason: e.to_string(),
-    })
-}
-
-fn required<T: DeserializeOwned>(obj: &Obj, field: &str) -> Result<T, TrajectoryError> {
-    match obj.get(field) {
-        None | Some(Value::Null) => Err(TrajectoryError::MissingField {
-            field: field.to_string(),
-        }),
-        Some(v) => decode(v, field),
-    }
-}
-
-fn optional<T: DeserializeOwned>(obj: &Obj, field: &str) -> Result<Option<T>, TrajectoryError> {
-    match obj.get(field) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => decode(v, field).map(Some),
-    }
-}
-
-/// One message, accepting the shapes older writers used: `content: null`,
-/// and OpenAI-style calls (`{"id", "function": {"name", "arguments"}}`,
-/// arguments as an object).
-fn message(index: usize, v: &Value) -> Result<Message, TrajectoryError> {
-    let mut v = v.clone();
-    if let Some(m) = v.as_object_mut() {
-        if m.get("content").is_some_and(Value::is_null) {
-            m.insert("content".into(), Value::String(String::new()));
-        }
-        if let Some(Value::Array(calls)) = m.get_mut("tool_calls") {
-            for call in calls.iter_mut().filter_map(Value::as_object_mut) {
-                if let Some(Value::Object(f)) = call.remove("function") {
-                    for (k, val) in f {
-                        call.entry(k).or_insert(val);
-                    }
-                }
-                if let Some(args) = call.get_mut("arguments")
-                    && !args.is_string()
-                {
-                    *args = Value::String(args.to_string());
-                }
-            }
-        }
-    }
-    decode(&v, &format!("messages[{index}]"))
-}
-
 /// Checks the conversation and turns each message after the task into an
 /// item (with its index in `messages`). Returns the calls left unanswered at
 /// the end as (id, name, step).
-#[allow(clippy::type_complexity)]
-fn walk(
-    messages: &[Message],
-    steps: u64,
-) -> Result<(Vec<(usize, Item)>, Vec<(String, String, u64)>), TrajectoryError> {
+fn walk(messages: &[Message], steps: u64) -> Result<(Vec<(usize, Item)>, Open), TrajectoryError> {
     let responses = messages
         .iter()
         .skip(2)
@@ -456,7 +308,7 @@ fn compaction_position(
 }
 
 fn open_calls_started(
-    obj: &Obj,
+    obj: &super::file::Obj,
     v2: bool,
     open: &[(String, String, u64)],
 ) -> Result<HashSet<String>, TrajectoryError> {
@@ -480,174 +332,4 @@ fn open_calls_started(
         }
     }
     Ok(started)
-}
-
-fn plan_events(obj: &Obj) -> Result<Vec<(u64, Event)>, TrajectoryError> {
-    let history: Vec<FileRevision> = optional(obj, "plan_history")?.unwrap_or_default();
-    let current: Option<FilePlan> = optional(obj, "plan")?;
-    let mut out = Vec::new();
-    let last = history.len().checked_sub(1);
-    for (n, rev) in history.into_iter().enumerate() {
-        let version = rev.version.unwrap_or(n as u64 + 1);
-        let mut record = PlanUpdated {
-            step: rev.step,
-            version,
-            items: Vec::new(),
-            note: None,
-            diff: rev.diff,
-        };
-        if Some(n) == last
-            && let Some(p) = &current
-        {
-            record.step = p.updated_step;
-            record.version = p.version;
-            record.items = p.items.clone();
-            record.note = p.note.clone();
-        }
-        out.push((record.step, Event::PlanUpdated(record)));
-    }
-    if let (None, Some(p)) = (last, current) {
-        let diff = plan::diff(None, &p.items);
-        let record = PlanUpdated {
-            step: p.updated_step,
-            version: p.version,
-            items: p.items,
-            note: p.note,
-            diff,
-        };
-        out.push((record.step, Event::PlanUpdated(record)));
-    }
-    Ok(out)
-}
-
-fn process_events(obj: &Obj) -> Result<Vec<(u64, Event)>, TrajectoryError> {
-    let procs: Vec<FileProcess> = optional(obj, "processes")?.unwrap_or_default();
-    let mut out = Vec::new();
-    for p in procs {
-        let started = ProcessStarted {
-            id: p.id.clone(),
-            pid: p.pid,
-            command: p.command,
-            step: p.step,
-            env: p.env,
-            start_time: p.start_time,
-            output: p.output,
-        };
-        out.push((p.step, Event::ProcessStarted(started)));
-        if let Some(exit) = p.exited {
-            let exited = ProcessExited {
-                id: p.id,
-                exit_code: exit.exit_code,
-                signal: exit.signal,
-            };
-            out.push((p.step, Event::ProcessExited(exited)));
-        }
-    }
-    Ok(out)
-}
-
-fn run_status(obj: &Obj) -> Result<Option<RunStatus>, TrajectoryError> {
-    match obj.get("status") {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) if s == "running" => Ok(None),
-        Some(v) => decode(v, "status").map(Some),
-    }
-}
-
-/// Builds the record list, keeping running totals for `step.saved` and
-/// holding plan and process records until the step they belong to is saved.
-#[derive(Default)]
-struct Emitter {
-    events: Vec<Event>,
-    usage: Usage,
-    cost: f64,
-    plan_version: u64,
-    deferred: Vec<(u64, Event)>,
-}
-
-impl Emitter {
-    fn item(&mut self, item: Item) {
-        match item {
-            Item::Response {
-                step,
-                message,
-                usage,
-                cost,
-            } => {
-                self.usage.add(&usage);
-                self.cost += cost;
-                let pending = message.tool_calls.iter().map(|c| c.id.clone()).collect();
-                let closes = message.tool_calls.is_empty();
-                self.events.push(Event::ModelResponse(ModelResponse {
-                    step,
-                    message,
-                    usage,
-                    cost_usd: cost,
-                    pending,
-                }));
-                if closes {
-                    self.step_saved(step);
-                }
-            }
-            Item::Result {
-                result,
-                closes_step,
-            } => {
-                let step = result.step;
-                self.events.push(Event::ToolResult(result));
-                // An update_plan result is followed by its plan record, a
-                // background bash call's by its process record.
-                self.flush_upto(step);
-                if closes_step {
-                    self.step_saved(step);
-                }
-            }
-            Item::Notice(notice) => self.events.push(Event::Resume(Resume {
-                interrupted: Vec::new(),
-                lost_processes: Vec::new(),
-                notice,
-                limits: None,
-                message: None,
-            })),
-        }
-    }
-
-    fn step_saved(&mut self, step: u64) {
-        self.flush_upto(step);
-        self.events.push(Event::StepSaved(StepSaved {
-            step,
-            usage_total: self.usage,
-            cost_usd_total: self.cost,
-        }));
-    }
-
-    fn flush_upto(&mut self, step: u64) {
-        let (now, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.deferred)
-            .into_iter()
-            .partition(|(s, _)| *s <= step);
-        self.deferred = later;
-        for (_, event) in now {
-            if let Event::PlanUpdated(p) = &event {
-                self.plan_version = p.version;
-            }
-            self.events.push(event);
-        }
-    }
-
-    /// The compaction record. It carries the file's totals only when no
-    /// assistant message took them (see `attribute_usage`).
-    fn compaction(&mut self, c: FileCompaction) {
-        let (usage, cost_usd) = c.carried.unwrap_or_default();
-        self.usage.add(&usage);
-        self.cost += cost_usd;
-        self.events.push(Event::Compaction(Compaction {
-            step: c.step,
-            summary: c.summary,
-            view: c.view,
-            plan_version: c.plan_version.unwrap_or(self.plan_version),
-            usage,
-            cost_usd,
-            replaced: 0,
-        }));
-    }
 }

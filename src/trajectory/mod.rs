@@ -12,7 +12,9 @@
 //!
 //! Both directions are pure: no file is read or written here.
 
+mod emit;
 mod export;
+mod file;
 mod import;
 #[cfg(test)]
 mod tests;
