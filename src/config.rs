@@ -134,21 +134,19 @@ impl Config {
                 message: message.to_string(),
             })
         };
-        if let Some(p) = &self.model.provider {
-            if !matches!(p.as_str(), "openai" | "anthropic" | "script") {
+        if let Some(p) = &self.model.provider
+            && !matches!(p.as_str(), "openai" | "anthropic" | "script") {
                 return bad("model.provider", "must be openai, anthropic or script");
             }
-        }
         for (key, v) in [
             ("model.price_in", self.model.price_in),
             ("model.price_out", self.model.price_out),
             ("limits.max_cost_usd", self.limits.max_cost_usd),
         ] {
-            if let Some(v) = v {
-                if !v.is_finite() || v < 0.0 {
+            if let Some(v) = v
+                && (!v.is_finite() || v < 0.0) {
                     return bad(key, "must be a number >= 0");
                 }
-            }
         }
         if self.limits.max_format_errors == Some(0) {
             return bad("limits.max_format_errors", "must be at least 1");
@@ -159,16 +157,14 @@ impl Config {
         if self.compaction.keep_recent == Some(0) {
             return bad("compaction.keep_recent", "must be at least 1");
         }
-        if let Some(k) = &self.env.kind {
-            if !matches!(k.as_str(), "local" | "sandbox") {
+        if let Some(k) = &self.env.kind
+            && !matches!(k.as_str(), "local" | "sandbox") {
                 return bad("env.kind", "must be local or sandbox");
             }
-        }
-        if let Some(f) = &self.hooks.on_failure {
-            if !matches!(f.as_str(), "block" | "allow") {
+        if let Some(f) = &self.hooks.on_failure
+            && !matches!(f.as_str(), "block" | "allow") {
                 return bad("hooks.on_failure", "must be block or allow");
             }
-        }
         Ok(())
     }
 }

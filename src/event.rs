@@ -342,6 +342,11 @@ pub struct RunFinished {
 }
 
 /// One log record's payload.
+///
+/// `run.started` is much larger than the other variants, but it appears once
+/// per log and events live briefly (appended, applied, dropped), so boxing it
+/// would only add noise to every construction site.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", content = "data")]
 pub enum Event {

@@ -31,4 +31,3 @@ pub mod store;
 pub mod tools;
 pub mod trajectory;
 pub mod wal;
-

@@ -72,10 +72,7 @@ impl Agent {
         let Some(run) = self.state().run.clone() else {
             return Ok(());
         };
-        let threshold = run
-            .settings
-            .compact_at
-            .unwrap_or(DEFAULT_THRESHOLD_TOKENS);
+        let threshold = run.settings.compact_at.unwrap_or(DEFAULT_THRESHOLD_TOKENS);
         if self.state().estimate_tokens() <= threshold {
             return Ok(());
         }

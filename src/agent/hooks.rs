@@ -43,7 +43,12 @@ impl HookOutcome {
 }
 
 /// Runs `command` with `input` on stdin, in `cwd`, for at most `timeout`.
-pub fn run_hook(command: &str, input: &Value, cwd: &std::path::Path, timeout: Duration) -> HookOutcome {
+pub fn run_hook(
+    command: &str,
+    input: &Value,
+    cwd: &std::path::Path,
+    timeout: Duration,
+) -> HookOutcome {
     let mut child = match Command::new("sh")
         .arg("-c")
         .arg(command)
@@ -110,18 +115,25 @@ pub fn run_hook(command: &str, input: &Value, cwd: &std::path::Path, timeout: Du
     let err = err_reader.join().unwrap_or_default();
     let Some(status) = status else {
         return HookOutcome::Failed {
-            error: format!("hook `{command}` timed out after {} ms", timeout.as_millis()),
+            error: format!(
+                "hook `{command}` timed out after {} ms",
+                timeout.as_millis()
+            ),
         };
     };
     match status.code() {
         Some(2) => HookOutcome::Block {
-            reason: non_empty(err.trim()).unwrap_or("blocked by hook (exit 2)").to_string(),
+            reason: non_empty(err.trim())
+                .unwrap_or("blocked by hook (exit 2)")
+                .to_string(),
         },
         Some(0) => parse_stdout(command, out.trim()),
         Some(code) => HookOutcome::Failed {
             error: format!(
                 "hook `{command}` exited with {code}{}",
-                non_empty(err.trim()).map(|e| format!(": {e}")).unwrap_or_default()
+                non_empty(err.trim())
+                    .map(|e| format!(": {e}"))
+                    .unwrap_or_default()
             ),
         },
         None => HookOutcome::Failed {
@@ -178,7 +190,12 @@ mod tests {
     use serde_json::json;
 
     fn run(cmd: &str) -> HookOutcome {
-        run_hook(cmd, &json!({"tool": "bash"}), std::path::Path::new("."), Duration::from_secs(5))
+        run_hook(
+            cmd,
+            &json!({"tool": "bash"}),
+            std::path::Path::new("."),
+            Duration::from_secs(5),
+        )
     }
 
     #[test]
@@ -186,24 +203,40 @@ mod tests {
         assert_eq!(run("cat >/dev/null"), HookOutcome::Allow { feedback: None });
         assert_eq!(
             run("echo no way >&2; exit 2"),
-            HookOutcome::Block { reason: "no way".into() }
+            HookOutcome::Block {
+                reason: "no way".into()
+            }
         );
         assert_eq!(
             run(r#"echo '{"decision":"block","reason":"policy"}'"#),
-            HookOutcome::Block { reason: "policy".into() }
+            HookOutcome::Block {
+                reason: "policy".into()
+            }
         );
         assert_eq!(
             run("echo looks fine"),
-            HookOutcome::Allow { feedback: Some("looks fine".into()) }
+            HookOutcome::Allow {
+                feedback: Some("looks fine".into())
+            }
         );
         assert_eq!(
             run(r#"echo '{"feedback":"lint ok"}'"#),
-            HookOutcome::Allow { feedback: Some("lint ok".into()) }
+            HookOutcome::Allow {
+                feedback: Some("lint ok".into())
+            }
         );
         assert!(matches!(run("exit 7"), HookOutcome::Failed { .. }));
         assert!(matches!(run("echo '{broken'"), HookOutcome::Failed { .. }));
-        let t = run_hook("sleep 5", &json!({}), std::path::Path::new("."), Duration::from_millis(100));
-        assert!(matches!(t, HookOutcome::Failed { ref error } if error.contains("timed out")), "{t:?}");
+        let t = run_hook(
+            "sleep 5",
+            &json!({}),
+            std::path::Path::new("."),
+            Duration::from_millis(100),
+        );
+        assert!(
+            matches!(t, HookOutcome::Failed { ref error } if error.contains("timed out")),
+            "{t:?}"
+        );
     }
 
     #[test]
@@ -214,6 +247,11 @@ mod tests {
             std::path::Path::new("."),
             Duration::from_secs(5),
         );
-        assert_eq!(o, HookOutcome::Allow { feedback: Some("saw-it".into()) });
+        assert_eq!(
+            o,
+            HookOutcome::Allow {
+                feedback: Some("saw-it".into())
+            }
+        );
     }
 }

@@ -10,8 +10,8 @@
 pub mod compaction;
 pub mod hooks;
 pub mod output;
-pub mod resume;
 pub mod prompt;
+pub mod resume;
 
 use crate::event::{
     Event, HookBlocked, ModelResponse, PlanUpdated, ProcessExited, RunFinished, RunStatus,
@@ -183,16 +183,14 @@ impl Agent {
         if s.format_errors >= s.limits.max_format_errors.max(1) {
             return Some(RunStatus::FormatErrors);
         }
-        if let Some(max) = s.limits.max_steps {
-            if s.step >= max {
+        if let Some(max) = s.limits.max_steps
+            && s.step >= max {
                 return Some(RunStatus::MaxSteps);
             }
-        }
-        if let Some(max) = s.limits.max_cost_usd {
-            if s.cost_usd >= max {
+        if let Some(max) = s.limits.max_cost_usd
+            && s.cost_usd >= max {
                 return Some(RunStatus::MaxCost);
             }
-        }
         None
     }
 
@@ -321,13 +319,23 @@ impl Agent {
     }
 
     fn hook_settings(&self) -> (Option<String>, Option<String>, std::time::Duration, bool) {
-        let settings = self.state().run.as_ref().map(|r| r.settings.clone()).unwrap_or_default();
+        let settings = self
+            .state()
+            .run
+            .as_ref()
+            .map(|r| r.settings.clone())
+            .unwrap_or_default();
         let timeout = settings
             .hooks_timeout_ms
             .map(std::time::Duration::from_millis)
             .unwrap_or(hooks::DEFAULT_TIMEOUT);
         let block_on_failure = settings.hooks_on_failure.as_deref() != Some("allow");
-        (settings.hooks_pre_tool, settings.hooks_post_tool, timeout, block_on_failure)
+        (
+            settings.hooks_pre_tool,
+            settings.hooks_post_tool,
+            timeout,
+            block_on_failure,
+        )
     }
 
     fn report_hook(&self, hook: &str, call: &ToolCall, outcome: &hooks::HookOutcome) {
@@ -358,9 +366,9 @@ impl Agent {
         match outcome {
             hooks::HookOutcome::Allow { .. } => None,
             hooks::HookOutcome::Block { reason } => Some(reason),
-            hooks::HookOutcome::Failed { error } if block_on_failure => {
-                Some(format!("the hook failed and hooks.on_failure is block: {error}"))
-            }
+            hooks::HookOutcome::Failed { error } if block_on_failure => Some(format!(
+                "the hook failed and hooks.on_failure is block: {error}"
+            )),
             hooks::HookOutcome::Failed { .. } => None,
         }
     }
@@ -413,8 +421,10 @@ impl Agent {
         if let (Some(path), Some(current)) = (self.plan_file.clone(), self.state().plan.as_ref()) {
             let text = plan::to_markdown(current);
             if let Err(e) = crate::fsutil::atomic_write(&path, text.as_bytes()) {
-                self.out
-                    .warn(&format!("could not write plan file {}: {e}", path.display()));
+                self.out.warn(&format!(
+                    "could not write plan file {}: {e}",
+                    path.display()
+                ));
             }
         }
         Ok(())

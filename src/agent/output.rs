@@ -18,10 +18,7 @@ pub struct Output {
 }
 
 fn preview(s: &str, max: usize) -> String {
-    let one_line: String = s
-        .chars()
-        .map(|c| if c == '\n' { '⏎' } else { c })
-        .collect();
+    let one_line: String = s.chars().map(|c| if c == '\n' { '⏎' } else { c }).collect();
     if one_line.chars().count() <= max {
         one_line
     } else {
@@ -179,12 +176,14 @@ impl Output {
                 c.replaced,
                 c.view.len().saturating_sub(1)
             )),
-            Event::HookBlocked(h) => {
-                self.say(&format!("    ⛔ {} blocked {}: {}", h.hook, h.call_id, h.reason))
-            }
-            Event::ProcessStarted(p) => {
-                self.say(&format!("    ↳ background {} pid {}: {}", p.id, p.pid, p.command))
-            }
+            Event::HookBlocked(h) => self.say(&format!(
+                "    ⛔ {} blocked {}: {}",
+                h.hook, h.call_id, h.reason
+            )),
+            Event::ProcessStarted(p) => self.say(&format!(
+                "    ↳ background {} pid {}: {}",
+                p.id, p.pid, p.command
+            )),
             Event::ProcessExited(p) => self.say(&format!(
                 "    ↳ background {} exited ({})",
                 p.id,

@@ -51,8 +51,8 @@ impl Agent {
                 json!({ "id": call.id, "name": call.name, "started": call.started }),
             );
             let model_call = self.find_call(&call.id);
-            if ToolSet::is_rerunnable(&call.name) {
-                if let Some(tc) = model_call {
+            if ToolSet::is_rerunnable(&call.name)
+                && let Some(tc) = model_call {
                     if !call.started {
                         self.append(Event::ToolStarted(ToolStarted {
                             step: call.step,
@@ -74,7 +74,6 @@ impl Agent {
                     rerun.push(call.id.clone());
                     continue;
                 }
-            }
             let text = if call.started {
                 interrupted.push(call.id.clone());
                 INTERRUPTED_TEXT
@@ -102,7 +101,7 @@ impl Agent {
             .state()
             .processes
             .values()
-            .filter(|p| p.exited.is_none())
+            .filter(|p| p.is_tracked_running())
             .cloned()
             .collect();
         for p in &lost {
@@ -170,7 +169,9 @@ impl Agent {
             n.push_str("No tool call was in flight.\n");
         }
         if !interrupted.is_empty() {
-            n.push_str("Interrupted while running (may have partially run; verify before retrying):\n");
+            n.push_str(
+                "Interrupted while running (may have partially run; verify before retrying):\n",
+            );
             for l in list(interrupted) {
                 n.push_str(&format!("- {l}\n"));
             }

@@ -146,7 +146,10 @@ pub fn demo(args: &DemoArgs) -> Result<i32, CliError> {
         .status()
         .map_err(|e| io_err("cannot start resume", e))?;
     cleanup_orphans(&wal);
-    eprintln!("\n== what the log holds (tinyagent log inspect {}):\n", wal.display());
+    eprintln!(
+        "\n== what the log holds (tinyagent log inspect {}):\n",
+        wal.display()
+    );
     let mut stderr = std::io::stderr();
     let _ = crate::cli::inspect::inspect(&wal, false, &mut stderr);
     eprintln!(

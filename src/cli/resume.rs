@@ -47,8 +47,8 @@ pub fn import_trajectory(json: &Path, wal: &Path) -> Result<Option<String>, CliE
     }
     let text = std::fs::read_to_string(json)
         .map_err(|e| refuse(format!("cannot read {}: {e}", json.display())))?;
-    let imported = crate::trajectory::import(&text)
-        .map_err(|e| refuse(format!("{}: {e}", json.display())))?;
+    let imported =
+        crate::trajectory::import(&text).map_err(|e| refuse(format!("{}: {e}", json.display())))?;
     let mut store = Store::create(wal, StoreOptions::default())
         .map_err(|e| CliError::new(e.exit_code(), e.to_string()))?;
     for ev in imported.events {
@@ -105,13 +105,14 @@ pub async fn resume(args: &ResumeArgs) -> Result<i32, CliError> {
     let options = run_started(&wal)
         .map(|r| store_options(&r))
         .unwrap_or_default();
-    let (store, report) = Store::open(&wal, options)
-        .map_err(|e| CliError::new(e.exit_code(), e.to_string()))?;
-    let run = store
-        .state()
-        .run
-        .clone()
-        .ok_or_else(|| refuse(format!("{}: the log has no run.started record", wal.display())))?;
+    let (store, report) =
+        Store::open(&wal, options).map_err(|e| CliError::new(e.exit_code(), e.to_string()))?;
+    let run = store.state().run.clone().ok_or_else(|| {
+        refuse(format!(
+            "{}: the log has no run.started record",
+            wal.display()
+        ))
+    })?;
     let out = Output::new(args.json);
     for w in &report.warnings {
         out.warn(w);
@@ -141,7 +142,11 @@ pub async fn resume(args: &ResumeArgs) -> Result<i32, CliError> {
             "tool set mismatch: the log was written with tool signature {} (plan {}, {}), this tinyagent offers {} for those settings",
             run.tool_signature,
             if run.plan_enabled { "on" } else { "off" },
-            if run.read_only { "read-only" } else { "read-write" },
+            if run.read_only {
+                "read-only"
+            } else {
+                "read-write"
+            },
             tools.signature()
         )));
     }

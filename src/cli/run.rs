@@ -87,7 +87,10 @@ pub fn plan_run(args: &RunArgs) -> Result<RunPlan, CliError> {
     };
     let cwd = absolute(&args.cwd.clone().unwrap_or_else(|| PathBuf::from(".")))?;
     if !cwd.is_dir() {
-        return Err(refuse(format!("--cwd {} is not a directory", cwd.display())));
+        return Err(refuse(format!(
+            "--cwd {} is not a directory",
+            cwd.display()
+        )));
     }
     for (flag, v) in [
         ("--price-in", args.price_in),
@@ -130,7 +133,11 @@ pub fn plan_run(args: &RunArgs) -> Result<RunPlan, CliError> {
     }
     let plan_file = match plan_file {
         Some(p) if p.is_absolute() => Some(p),
-        Some(p) => Some(std::env::current_dir().map_err(|e| refuse(e.to_string()))?.join(p)),
+        Some(p) => Some(
+            std::env::current_dir()
+                .map_err(|e| refuse(e.to_string()))?
+                .join(p),
+        ),
         None => None,
     };
     let settings = RunSettings {
@@ -240,7 +247,10 @@ pub fn process_dir(wal: &Path) -> PathBuf {
 
 pub fn store_options(run: &RunStarted) -> StoreOptions {
     StoreOptions {
-        snapshot_every: run.settings.snapshot_every.unwrap_or(DEFAULT_SNAPSHOT_EVERY),
+        snapshot_every: run
+            .settings
+            .snapshot_every
+            .unwrap_or(DEFAULT_SNAPSHOT_EVERY),
         ..StoreOptions::default()
     }
 }

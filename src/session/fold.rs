@@ -102,6 +102,7 @@ impl State {
                         start_time: p.start_time,
                         output: p.output.clone(),
                         exited: None,
+                        lost: false,
                     },
                 );
             }
@@ -118,6 +119,13 @@ impl State {
             }
             Event::Resume(r) => {
                 self.resumes = self.resumes.saturating_add(1);
+                // A resumed run is running again, whatever stopped it.
+                self.status = Status::Running;
+                for id in &r.lost_processes {
+                    if let Some(p) = self.processes.get_mut(id) {
+                        p.lost = true;
+                    }
+                }
                 let notice = Message::user(&r.notice);
                 self.messages.push(notice.clone());
                 self.view.push(notice);
@@ -125,7 +133,6 @@ impl State {
                     let msg = Message::user(text);
                     self.messages.push(msg.clone());
                     self.view.push(msg);
-                    self.status = Status::Running;
                 }
                 if let Some(limits) = &r.limits {
                     self.limits = limits.clone();

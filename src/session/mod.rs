@@ -62,6 +62,17 @@ pub struct ProcessInfo {
     pub output: Option<String>,
     /// `None` while running (as far as the log knows).
     pub exited: Option<ProcessExit>,
+    /// A resume reported it lost: the agent that started it stopped without
+    /// seeing it exit, and it is not tracked any more.
+    #[serde(default)]
+    pub lost: bool,
+}
+
+impl ProcessInfo {
+    /// Still tracked as running by this run.
+    pub fn is_tracked_running(&self) -> bool {
+        self.exited.is_none() && !self.lost
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
