@@ -260,3 +260,57 @@ fn ids_continue_after_earlier_ones_and_never_reuse_an_output_file() {
         "old output"
     );
 }
+
+#[test]
+fn hidden_variables_do_not_reach_commands() {
+    let fx = Fixture::new();
+    assert!(
+        std::env::var_os("HOME").is_some(),
+        "the test needs HOME set"
+    );
+    let env = tinyagent::tools::HideVars {
+        inner: LocalEnv,
+        vars: vec!["HOME".to_string()],
+    };
+    let out = fx.call_in(&env, "bash", r#"{"command":"echo ${HOME-unset}"}"#);
+    assert_eq!(out.content, "unset\n[exit code: 0]");
+    let out = fx.call("bash", r#"{"command":"echo ${HOME-unset}"}"#);
+    assert_ne!(out.content, "unset\n[exit code: 0]");
+    assert!(tinyagent::tools::env::is_key_var("OPENAI_API_KEY"));
+    assert!(tinyagent::tools::env::is_key_var("ANTHROPIC_API_KEY"));
+    assert!(!tinyagent::tools::env::is_key_var("PATH"));
+}
+
+#[test]
+fn key_variables_of_the_agent_are_scrubbed() {
+    // Re-run this test binary with a key in its environment; the probe below
+    // checks that a bash command cannot see it.
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "key_scrub_probe", "--nocapture"])
+        .env("TINYAGENT_KEY_PROBE", "1")
+        .env("FAKE_API_KEY", "sekrit-value")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("probe-checked") && text.contains("1 passed"), "{text}");
+}
+
+#[test]
+fn key_scrub_probe() {
+    if std::env::var_os("TINYAGENT_KEY_PROBE").is_none() {
+        return;
+    }
+    assert_eq!(std::env::var("FAKE_API_KEY").unwrap(), "sekrit-value");
+    let fx = Fixture::new();
+    let out = fx.call(
+        "bash",
+        r#"{"command":"echo ${FAKE_API_KEY-unset}; env | grep -c sekrit"}"#,
+    );
+    assert_eq!(out.content, "unset\n0\n[exit code: 1]");
+    println!("probe-checked");
+}

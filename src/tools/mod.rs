@@ -30,7 +30,7 @@ pub mod search;
 mod specs;
 
 pub use crate::model::ToolSpec;
-pub use env::{EnvError, ExecEnv, LocalEnv, SandboxEnv};
+pub use env::{EnvError, ExecEnv, HideVars, LocalEnv, SandboxEnv};
 pub use process::{ProcessStatus, ProcessSummary, ProcessTable};
 
 use crate::event::{Event, PlanItem, ToolCall};
