@@ -28,7 +28,10 @@ fn read_offset_and_limit() {
     let out = fx.call("read", r#"{"path":"a.txt","offset":9}"#);
     assert_eq!(out.content, "     9\tline 9\n    10\tline 10\n");
     let out = fx.call("read", r#"{"path":"a.txt","offset":11}"#);
-    assert_tool_error(&out, "offset 11 is past the end of a.txt, which has 10 lines");
+    assert_tool_error(
+        &out,
+        "offset 11 is past the end of a.txt, which has 10 lines",
+    );
 }
 
 #[test]
@@ -40,7 +43,10 @@ fn read_default_limit_is_2000_lines() {
     assert_ok(&out);
     assert!(out.content.contains("  2000\t2000\n"));
     assert!(!out.content.contains("\t2001\n"));
-    assert!(out.content.ends_with("[more lines follow; continue with offset=2001]\n"));
+    assert!(
+        out.content
+            .ends_with("[more lines follow; continue with offset=2001]\n")
+    );
 }
 
 #[test]
@@ -49,24 +55,38 @@ fn read_cuts_long_lines() {
     fx.write("long.txt", &format!("{}\nshort\n", "y".repeat(5000)));
     let out = fx.call("read", r#"{"path":"long.txt"}"#);
     assert_ok(&out);
-    assert!(out.content.contains(&format!("{}... [3000 more bytes]\n", "y".repeat(2000))));
+    assert!(
+        out.content
+            .contains(&format!("{}... [3000 more bytes]\n", "y".repeat(2000)))
+    );
     assert!(out.content.contains("     2\tshort\n"));
 }
 
 #[test]
 fn read_errors_missing_directory_binary_huge_empty() {
     let fx = Fixture::new();
-    assert_tool_error(&fx.call("read", r#"{"path":"nope.txt"}"#), "file not found: nope.txt");
+    assert_tool_error(
+        &fx.call("read", r#"{"path":"nope.txt"}"#),
+        "file not found: nope.txt",
+    );
     std::fs::create_dir(fx.ws.join("dir")).unwrap();
     assert_tool_error(&fx.call("read", r#"{"path":"dir"}"#), "dir is a directory");
     std::fs::write(fx.ws.join("bin"), b"ELF\x00\x01\x02").unwrap();
     assert_tool_error(&fx.call("read", r#"{"path":"bin"}"#), "binary file");
     let huge: String = (0..40_000).map(|i| format!("row {i:08}\n")).collect();
     fx.write("huge.log", &huge);
-    assert_tool_error(&fx.call("read", r#"{"path":"huge.log"}"#), "read it in parts with offset and limit");
+    assert_tool_error(
+        &fx.call("read", r#"{"path":"huge.log"}"#),
+        "read it in parts with offset and limit",
+    );
     let out = fx.call("read", r#"{"path":"huge.log","offset":30000,"limit":2}"#);
     assert_ok(&out);
-    assert!(out.content.starts_with(" 30000\trow 00029999\n 30001\trow 00030000\n"), "{}", out.content);
+    assert!(
+        out.content
+            .starts_with(" 30000\trow 00029999\n 30001\trow 00030000\n"),
+        "{}",
+        out.content
+    );
     fx.write("empty", "");
     let out = fx.call("read", r#"{"path":"empty"}"#);
     assert_ok(&out);
@@ -83,7 +103,10 @@ fn write_creates_parents_and_overwrites() {
     let out = fx.call("write", r#"{"path":"a/b/c.txt","content":""}"#);
     assert_eq!(out.content, "Overwrote a/b/c.txt: 0 bytes written");
     assert_eq!(fx.read("a/b/c.txt"), "");
-    assert_tool_error(&fx.call("write", r#"{"path":"a/b","content":"x"}"#), "a/b is a directory");
+    assert_tool_error(
+        &fx.call("write", r#"{"path":"a/b","content":"x"}"#),
+        "a/b is a directory",
+    );
 }
 
 #[test]
@@ -97,8 +120,15 @@ fn edit_replaces_a_unique_match_and_shows_a_diff() {
     assert_ok(&out);
     assert_eq!(fx.read("m.rs"), "fn main() {\n    println!(\"bye\");\n}\n");
     assert!(out.content.starts_with("Edited m.rs: 1 replacement.\n"));
-    assert!(out.content.contains("--- a/m.rs\n+++ b/m.rs\n"), "{}", out.content);
-    assert!(out.content.contains("-    println!(\"hi\");\n+    println!(\"bye\");\n"));
+    assert!(
+        out.content.contains("--- a/m.rs\n+++ b/m.rs\n"),
+        "{}",
+        out.content
+    );
+    assert!(
+        out.content
+            .contains("-    println!(\"hi\");\n+    println!(\"bye\");\n")
+    );
 }
 
 #[test]
@@ -107,7 +137,10 @@ fn edit_refuses_ambiguous_missing_and_noop_edits() {
     fx.write("t.txt", "a x a x a\n");
     let before = fx.read("t.txt");
     let edit = |old: &str, new: &str| {
-        fx.call_json("edit", json!({"path": "t.txt", "old_string": old, "new_string": new}))
+        fx.call_json(
+            "edit",
+            json!({"path": "t.txt", "old_string": old, "new_string": new}),
+        )
     };
     assert_tool_error(&edit("a", "b"), "old_string matches 3 places in t.txt");
     assert_tool_error(&edit("zzz", "b"), "old_string was not found in t.txt");
@@ -153,7 +186,13 @@ fn paths_escaping_the_workspace_are_refused_everywhere() {
     std::os::unix::fs::symlink(fx.outside(), fx.ws.join("up")).unwrap();
     std::os::unix::fs::symlink(&outside, fx.ws.join("secret-link")).unwrap();
     let abs = outside.display().to_string();
-    for path in ["../secret.txt", "sub/../../secret.txt", abs.as_str(), "up/secret.txt", "secret-link"] {
+    for path in [
+        "../secret.txt",
+        "sub/../../secret.txt",
+        abs.as_str(),
+        "up/secret.txt",
+        "secret-link",
+    ] {
         let read = fx.call_json("read", json!({"path": path}));
         assert_tool_error(&read, "path escapes the workspace");
         let write = fx.call_json("write", json!({"path": path, "content": "pwned"}));

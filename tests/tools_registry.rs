@@ -19,9 +19,21 @@ fn offered_tools_in_fixed_order() {
     );
     assert_eq!(
         ToolSet::new(opts(false, true)).names(),
-        ["bash", "process", "read", "write", "edit", "grep", "glob", "update_plan"]
+        [
+            "bash",
+            "process",
+            "read",
+            "write",
+            "edit",
+            "grep",
+            "glob",
+            "update_plan"
+        ]
     );
-    assert_eq!(ToolSet::new(opts(true, false)).names(), ["read", "grep", "glob"]);
+    assert_eq!(
+        ToolSet::new(opts(true, false)).names(),
+        ["read", "grep", "glob"]
+    );
     assert_eq!(
         ToolSet::new(opts(true, true)).names(),
         ["read", "grep", "glob", "update_plan"]
@@ -36,7 +48,10 @@ fn signature_is_stable_and_differs_across_options() {
         .collect();
     for (i, sig) in sigs.iter().enumerate() {
         assert_eq!(sig.len(), 16);
-        assert!(sig.chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
+        assert!(
+            sig.chars()
+                .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+        );
         for other in &sigs[i + 1..] {
             assert_ne!(sig, other);
         }
@@ -101,7 +116,10 @@ fn unknown_tool_lists_the_available_ones() {
     let fx = Fixture::new();
     let out = fx.call("rm_rf", r#"{"path":"."}"#);
     assert_format_error(&out, "Unknown tool `rm_rf`");
-    assert!(out.content.contains("bash, process, read, write, edit, grep, glob, update_plan"));
+    assert!(
+        out.content
+            .contains("bash, process, read, write, edit, grep, glob, update_plan")
+    );
     assert!(out.records.is_empty() && out.plan_update.is_none());
 }
 
@@ -129,7 +147,10 @@ fn read_only_mode_refuses_mutating_tools_as_unknown() {
 #[test]
 fn read_only_mode_keeps_update_plan_when_enabled() {
     let fx = Fixture::with(opts(true, true));
-    let out = fx.call("update_plan", r#"{"items":[{"id":"1","text":"t","status":"pending"}]}"#);
+    let out = fx.call(
+        "update_plan",
+        r#"{"items":[{"id":"1","text":"t","status":"pending"}]}"#,
+    );
     assert_ok(&out);
     assert!(out.plan_update.is_some());
 }
@@ -138,12 +159,26 @@ fn read_only_mode_keeps_update_plan_when_enabled() {
 fn unparseable_arguments_are_format_errors_with_the_expected_shape() {
     let fx = Fixture::new();
     let out = fx.call("bash", r#"{"command": "ls""#);
-    assert_format_error(&out, "Malformed call to `bash`: the arguments are not valid JSON");
-    assert!(out.content.contains(r#"Expected arguments: {"command": string"#), "{}", out.content);
+    assert_format_error(
+        &out,
+        "Malformed call to `bash`: the arguments are not valid JSON",
+    );
+    assert!(
+        out.content
+            .contains(r#"Expected arguments: {"command": string"#),
+        "{}",
+        out.content
+    );
     assert_format_error(&fx.call("read", ""), "the arguments are empty");
     assert_format_error(&fx.call("read", "  "), "the arguments are empty");
-    assert_format_error(&fx.call("read", r#"["a.txt"]"#), "must be a JSON object, not an array");
-    assert_format_error(&fx.call("read", r#""a.txt""#), "must be a JSON object, not a string");
+    assert_format_error(
+        &fx.call("read", r#"["a.txt"]"#),
+        "must be a JSON object, not an array",
+    );
+    assert_format_error(
+        &fx.call("read", r#""a.txt""#),
+        "must be a JSON object, not a string",
+    );
     assert_format_error(&fx.call("read", "null"), "must be a JSON object, not null");
 }
 
@@ -153,34 +188,91 @@ fn schema_failures_are_format_errors_naming_the_problem() {
     let cases: &[(&str, &str, &str)] = &[
         ("bash", r#"{"cmd":"ls"}"#, "unknown field `cmd`"),
         ("bash", r#"{}"#, "missing field `command`"),
-        ("bash", r#"{"command":5}"#, "invalid type: integer `5`, expected a string"),
-        ("bash", r#"{"command":"ls","timeout_ms":-1}"#, "invalid value: integer `-1`"),
-        ("bash", r#"{"command":"ls","background":"yes"}"#, "expected a boolean"),
-        ("read", r#"{"path":"a","offset":"3"}"#, "invalid type: string \"3\""),
+        (
+            "bash",
+            r#"{"command":5}"#,
+            "invalid type: integer `5`, expected a string",
+        ),
+        (
+            "bash",
+            r#"{"command":"ls","timeout_ms":-1}"#,
+            "invalid value: integer `-1`",
+        ),
+        (
+            "bash",
+            r#"{"command":"ls","background":"yes"}"#,
+            "expected a boolean",
+        ),
+        (
+            "read",
+            r#"{"path":"a","offset":"3"}"#,
+            "invalid type: string \"3\"",
+        ),
         ("read", r#"{"file_path":"a"}"#, "unknown field `file_path`"),
         ("write", r#"{"path":"a"}"#, "missing field `content`"),
-        ("edit", r#"{"path":"a","old_string":"x","new_string":"y","replace_all":1}"#, "expected a boolean"),
-        ("grep", r#"{"pattern":"x","include":"*.rs"}"#, "unknown field `include`"),
+        (
+            "edit",
+            r#"{"path":"a","old_string":"x","new_string":"y","replace_all":1}"#,
+            "expected a boolean",
+        ),
+        (
+            "grep",
+            r#"{"pattern":"x","include":"*.rs"}"#,
+            "unknown field `include`",
+        ),
         ("glob", r#"{"pattern":["*.rs"]}"#, "invalid type: sequence"),
-        ("process", r#"{"action":"stop","id":"p1"}"#, "unknown variant `stop`"),
-        ("update_plan", r#"{"items":[{"id":"1","text":"t","status":"started"}]}"#, "unknown variant `started`"),
-        ("update_plan", r#"{"items":[{"id":"1","text":"t"}]}"#, "missing field `status`"),
-        ("update_plan", r#"{"items":[{"id":"1","text":"t","status":"done","owner":"me"}]}"#, "unknown field `owner`"),
-        ("update_plan", r#"{"items":{"id":"1"}}"#, "invalid type: map, expected a sequence"),
+        (
+            "process",
+            r#"{"action":"stop","id":"p1"}"#,
+            "unknown variant `stop`",
+        ),
+        (
+            "update_plan",
+            r#"{"items":[{"id":"1","text":"t","status":"started"}]}"#,
+            "unknown variant `started`",
+        ),
+        (
+            "update_plan",
+            r#"{"items":[{"id":"1","text":"t"}]}"#,
+            "missing field `status`",
+        ),
+        (
+            "update_plan",
+            r#"{"items":[{"id":"1","text":"t","status":"done","owner":"me"}]}"#,
+            "unknown field `owner`",
+        ),
+        (
+            "update_plan",
+            r#"{"items":{"id":"1"}}"#,
+            "invalid type: map, expected a sequence",
+        ),
     ];
     for (name, args, needle) in cases {
         let out = fx.call(name, args);
         assert_format_error(&out, needle);
-        assert!(out.content.contains("Expected arguments:"), "{}", out.content);
+        assert!(
+            out.content.contains("Expected arguments:"),
+            "{}",
+            out.content
+        );
     }
-    assert!(!fx.ws.join("a").exists(), "a malformed write must not write");
+    assert!(
+        !fx.ws.join("a").exists(),
+        "a malformed write must not write"
+    );
 }
 
 #[test]
 fn ordinary_failures_are_not_format_errors() {
     let fx = Fixture::new();
-    assert_tool_error(&fx.call("read", r#"{"path":"missing.txt"}"#), "file not found: missing.txt");
-    assert_tool_error(&fx.call("bash", r#"{"command":"exit 3"}"#), "[exit code: 3]");
+    assert_tool_error(
+        &fx.call("read", r#"{"path":"missing.txt"}"#),
+        "file not found: missing.txt",
+    );
+    assert_tool_error(
+        &fx.call("bash", r#"{"command":"exit 3"}"#),
+        "[exit code: 3]",
+    );
     assert_tool_error(&fx.call("grep", r#"{"pattern":"("}"#), "invalid regex");
     assert_tool_error(&fx.call("process", r#"{"action":"kill"}"#), "needs an id");
 }
@@ -198,15 +290,27 @@ fn rerunnable_tools() {
 #[test]
 fn update_plan_rules_are_ordinary_errors_without_a_plan_update() {
     let fx = Fixture::new();
-    let item = |id: &str, text: &str, status: &str| json!({"id": id, "text": text, "status": status});
+    let item =
+        |id: &str, text: &str, status: &str| json!({"id": id, "text": text, "status": status});
     let long = "x".repeat(501);
-    let too_many: Vec<Value> = (0..51).map(|i| item(&i.to_string(), "t", "pending")).collect();
+    let too_many: Vec<Value> = (0..51)
+        .map(|i| item(&i.to_string(), "t", "pending"))
+        .collect();
     let cases = [
-        (json!([item("a", "t", "in_progress"), item("b", "t", "in_progress")]), "at most one item may be in_progress"),
+        (
+            json!([item("a", "t", "in_progress"), item("b", "t", "in_progress")]),
+            "at most one item may be in_progress",
+        ),
         (json!(too_many), "at most 50 items"),
-        (json!([item("a", &long, "pending")]), "at most 500 characters"),
+        (
+            json!([item("a", &long, "pending")]),
+            "at most 500 characters",
+        ),
         (json!([item("", "t", "pending")]), "non-empty id"),
-        (json!([item("a", "t", "pending"), item("a", "u", "done")]), "ids must be unique"),
+        (
+            json!([item("a", "t", "pending"), item("a", "u", "done")]),
+            "ids must be unique",
+        ),
     ];
     for (items, needle) in cases {
         let out = fx.call_json("update_plan", json!({"items": items}));
@@ -229,5 +333,8 @@ fn update_plan_rules_are_ordinary_errors_without_a_plan_update() {
 #[test]
 fn no_plan_tool_without_the_option() {
     let fx = Fixture::with(opts(false, false));
-    assert_format_error(&fx.call("update_plan", r#"{"items":[]}"#), "Unknown tool `update_plan`");
+    assert_format_error(
+        &fx.call("update_plan", r#"{"items":[]}"#),
+        "Unknown tool `update_plan`",
+    );
 }

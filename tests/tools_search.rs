@@ -44,7 +44,10 @@ fn grep_lists_matches_as_path_line_text_sorted_respecting_gitignore() {
 fn grep_glob_and_path_filters() {
     let fx = tree();
     let out = fx.call("grep", r#"{"pattern":"hello","glob":"*.rs"}"#);
-    assert_eq!(out.content, "src/lib.rs:1:pub fn hello() {}\nsrc/lib.rs:2:// hello again\nsrc/main.rs:2:    hello();");
+    assert_eq!(
+        out.content,
+        "src/lib.rs:1:pub fn hello() {}\nsrc/lib.rs:2:// hello again\nsrc/main.rs:2:    hello();"
+    );
     let out = fx.call("grep", r#"{"pattern":"hello","glob":"src/deep/*"}"#);
     assert_eq!(out.content, "src/deep/x.py:1:print('hello')");
     let out = fx.call("grep", r#"{"pattern":"hello","path":"src/deep"}"#);
@@ -53,16 +56,31 @@ fn grep_glob_and_path_filters() {
     assert_eq!(out.content, "src/lib.rs:2:// hello again");
     let out = fx.call("grep", r#"{"pattern":"nothing-like-this"}"#);
     assert_ok(&out);
-    assert!(out.content.starts_with("No matches for `nothing-like-this`"));
+    assert!(
+        out.content
+            .starts_with("No matches for `nothing-like-this`")
+    );
 }
 
 #[test]
 fn grep_errors() {
     let fx = tree();
-    assert_tool_error(&fx.call("grep", r#"{"pattern":"a(b"}"#), "invalid regex `a(b`");
-    assert_tool_error(&fx.call("grep", r#"{"pattern":"x","glob":"a[b"}"#), "invalid glob");
-    assert_tool_error(&fx.call("grep", r#"{"pattern":"x","path":"nope"}"#), "path not found: nope");
-    assert_tool_error(&fx.call("grep", r#"{"pattern":"x","path":".."}"#), "path escapes the workspace");
+    assert_tool_error(
+        &fx.call("grep", r#"{"pattern":"a(b"}"#),
+        "invalid regex `a(b`",
+    );
+    assert_tool_error(
+        &fx.call("grep", r#"{"pattern":"x","glob":"a[b"}"#),
+        "invalid glob",
+    );
+    assert_tool_error(
+        &fx.call("grep", r#"{"pattern":"x","path":"nope"}"#),
+        "path not found: nope",
+    );
+    assert_tool_error(
+        &fx.call("grep", r#"{"pattern":"x","path":".."}"#),
+        "path escapes the workspace",
+    );
 }
 
 #[test]
@@ -86,7 +104,10 @@ fn grep_does_not_follow_symlinks_out_of_the_workspace() {
     std::os::unix::fs::symlink(fx.outside().join("outside.txt"), fx.ws.join("f")).unwrap();
     let out = fx.call("grep", r#"{"pattern":"needle"}"#);
     assert!(out.content.starts_with("No matches"), "{}", out.content);
-    assert_tool_error(&fx.call("grep", r#"{"pattern":"needle","path":"up"}"#), "path escapes the workspace");
+    assert_tool_error(
+        &fx.call("grep", r#"{"pattern":"needle","path":"up"}"#),
+        "path escapes the workspace",
+    );
 }
 
 #[test]
@@ -103,7 +124,11 @@ fn glob_lists_sorted_paths_respecting_gitignore() {
     assert_eq!(out.content, "src/deep/x.py");
     let out = fx.call("glob", r#"{"pattern":"*.py"}"#);
     assert_ok(&out);
-    assert!(out.content.contains("use `**/*.py` for every depth"), "{}", out.content);
+    assert!(
+        out.content.contains("use `**/*.py` for every depth"),
+        "{}",
+        out.content
+    );
 }
 
 #[test]
@@ -117,8 +142,17 @@ fn glob_is_bounded_and_confined() {
     assert_eq!(lines.len(), 501);
     assert_eq!(lines[0], "f/0000.txt");
     assert_eq!(lines[499], "f/0499.txt");
-    assert_eq!(lines[500], "[20 more paths not shown; narrow the pattern or path]");
-    let out = fx.call_json("glob", json!({"pattern": "*", "path": fx.outside().display().to_string()}));
+    assert_eq!(
+        lines[500],
+        "[20 more paths not shown; narrow the pattern or path]"
+    );
+    let out = fx.call_json(
+        "glob",
+        json!({"pattern": "*", "path": fx.outside().display().to_string()}),
+    );
     assert_tool_error(&out, "path escapes the workspace");
-    assert_tool_error(&fx.call("glob", r#"{"pattern":"a[","path":"f"}"#), "invalid glob");
+    assert_tool_error(
+        &fx.call("glob", r#"{"pattern":"a[","path":"f"}"#),
+        "invalid glob",
+    );
 }

@@ -12,6 +12,12 @@
 //!   outlives the agent. Killing the process group from outside reaches every
 //!   process inside too: bubblewrap does not start a new session.
 //!
+//! Both remove from the command's environment every variable of the agent's
+//! whose name ends in `_API_KEY` (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`, ...):
+//! a command that prints its environment must not put the model's key into a
+//! tool result, and so into the log. [`HideVars`] wraps any environment to
+//! hide more names (e.g. a key variable chosen with `--api-key-env`).
+//!
 //! # A container environment
 //!
 //! A `ContainerEnv { engine: "docker" | "podman", container: String }` would
@@ -66,6 +72,42 @@ impl ExecEnv for LocalEnv {
     fn command(&self, script: &str, workspace: &Path) -> Command {
         let mut cmd = Command::new("bash");
         cmd.arg("-c").arg(script).current_dir(workspace);
+        scrub_keys(&mut cmd);
+        cmd
+    }
+}
+
+/// Whether a variable name looks like an API key's.
+pub fn is_key_var(name: &str) -> bool {
+    name.ends_with("_API_KEY")
+}
+
+/// Removes the agent's key-like variables from `cmd`'s environment.
+fn scrub_keys(cmd: &mut Command) {
+    for (name, _) in std::env::vars_os() {
+        if is_key_var(&name.to_string_lossy()) {
+            cmd.env_remove(name);
+        }
+    }
+}
+
+/// An environment that also hides the named variables from its commands.
+#[derive(Debug, Clone)]
+pub struct HideVars<E> {
+    pub inner: E,
+    pub vars: Vec<String>,
+}
+
+impl<E: ExecEnv> ExecEnv for HideVars<E> {
+    fn kind(&self) -> &'static str {
+        self.inner.kind()
+    }
+
+    fn command(&self, script: &str, workspace: &Path) -> Command {
+        let mut cmd = self.inner.command(script, workspace);
+        for var in &self.vars {
+            cmd.env_remove(var);
+        }
         cmd
     }
 }
@@ -130,6 +172,7 @@ impl ExecEnv for SandboxEnv {
             cmd.arg("--unshare-net");
         }
         cmd.args(["--", "bash", "-c", script]).current_dir(&ws);
+        scrub_keys(&mut cmd);
         cmd
     }
 }

@@ -13,8 +13,8 @@
 //!   these and stops the run after too many in a row.
 //! - an ordinary tool error (file missing, command failed): `is_error` only.
 //!
-//! Modules: [`specs`] (descriptions and schemas), [`paths`] (workspace
-//! confinement), [`env`] (where commands run: local or bubblewrap sandbox),
+//! Modules: `specs` (descriptions and schemas), [`paths`] (workspace
+//! confinement), [`env`](mod@env) (where commands run: local or bubblewrap sandbox),
 //! [`bash`] (foreground commands), [`process`] (background processes and the
 //! `process` tool), [`files`] (read, write, edit), [`search`] (grep, glob),
 //! [`plan_tool`] (update_plan), [`output`] (bounded output buffers).
@@ -30,7 +30,7 @@ pub mod search;
 mod specs;
 
 pub use crate::model::ToolSpec;
-pub use env::{EnvError, ExecEnv, LocalEnv, SandboxEnv};
+pub use env::{EnvError, ExecEnv, HideVars, LocalEnv, SandboxEnv};
 pub use process::{ProcessStatus, ProcessSummary, ProcessTable, proc_start_time};
 
 use crate::event::{Event, PlanItem, ToolCall};
@@ -222,7 +222,8 @@ fn parse_args<T: DeserializeOwned>(name: &str, raw: &str) -> Result<T, ToolOutco
             json_kind(&value)
         )));
     }
-    serde_json::from_value(value).map_err(|e| fail(format!("the arguments do not fit: {e}")))
+    serde_json::from_value(value)
+        .map_err(|e| fail(format!("the arguments do not match the schema: {e}")))
 }
 
 fn json_kind(value: &serde_json::Value) -> &'static str {

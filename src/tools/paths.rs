@@ -60,7 +60,13 @@ pub fn display(workspace: &Path, path: &Path) -> String {
     let ws = workspace
         .canonicalize()
         .unwrap_or_else(|_| workspace.to_path_buf());
-    match path.strip_prefix(&ws) {
+    relative_to(&ws, path)
+}
+
+/// `path` relative to `canonical_ws` (already canonicalized), `.` for the
+/// workspace itself, the whole path when it is not inside.
+pub fn relative_to(canonical_ws: &Path, path: &Path) -> String {
+    match path.strip_prefix(canonical_ws) {
         Ok(rel) if rel.as_os_str().is_empty() => ".".to_string(),
         Ok(rel) => rel.display().to_string(),
         Err(_) => path.display().to_string(),

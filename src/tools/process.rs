@@ -7,7 +7,14 @@
 //! `p1`, `p2`, ...; [`ProcessTable::continue_after`] skips ids an earlier
 //! part of the run already used. The loop calls [`ProcessTable::poll_exited`]
 //! between calls to record `process.exited`, and [`ProcessTable::kill_all`]
-//! when it decides to stop them; dropping the table leaves them alone.
+//! when it decides to stop them.
+//!
+//! Children are spawned by one long-lived thread of the table, not by the
+//! calling thread: PR_SET_PDEATHSIG (bubblewrap's `--die-with-parent`) fires
+//! when the *thread* that forked a process ends, and the agent calls tools on
+//! short-lived blocking threads. A bubblewrap that sets it in its first
+//! process would otherwise die with the tool thread. Dropping the table ends
+//! the spawner thread; processes are not killed by that (call `kill_all`).
 
 use super::env::ExecEnv;
 use super::output::truncate_str;
@@ -20,7 +27,8 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{self, Sender};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use thiserror::Error;
 
@@ -117,10 +125,14 @@ struct Inner {
     entries: Vec<Entry>,
 }
 
+/// A command to spawn and where to send the child.
+type SpawnRequest = (Command, Sender<io::Result<Child>>);
+
 /// The background processes of a run.
 pub struct ProcessTable {
     output_dir: PathBuf,
     inner: Mutex<Inner>,
+    spawner: Mutex<Option<Sender<SpawnRequest>>>,
 }
 
 impl ProcessTable {
@@ -132,7 +144,32 @@ impl ProcessTable {
                 next: 1,
                 entries: Vec::new(),
             }),
+            spawner: Mutex::new(None),
         }
+    }
+
+    /// Spawns `cmd` on the table's spawner thread (started on first use).
+    fn spawn(&self, cmd: Command) -> io::Result<Child> {
+        let mut slot = self.spawner.lock().unwrap_or_else(PoisonError::into_inner);
+        let tx = match slot.as_ref() {
+            Some(tx) => tx.clone(),
+            None => {
+                let (tx, rx) = mpsc::channel::<SpawnRequest>();
+                std::thread::Builder::new()
+                    .name("tinyagent-spawner".into())
+                    .spawn(move || {
+                        for (mut cmd, reply) in rx {
+                            let _ = reply.send(cmd.spawn());
+                        }
+                    })?;
+                slot.insert(tx).clone()
+            }
+        };
+        drop(slot);
+        let (reply_tx, reply_rx) = mpsc::channel();
+        let gone = || io::Error::other("the process spawner thread is gone");
+        tx.send((cmd, reply_tx)).map_err(|_| gone())?;
+        reply_rx.recv().map_err(|_| gone())?
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -176,7 +213,7 @@ impl ProcessTable {
             .stdout(file)
             .stderr(stderr)
             .process_group(0);
-        let child = cmd.spawn().map_err(ProcessError::Spawn)?;
+        let child = self.spawn(cmd).map_err(ProcessError::Spawn)?;
         let pid = child.id();
         let summary = ProcessSummary {
             id: id.clone(),

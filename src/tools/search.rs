@@ -73,15 +73,33 @@ impl PathGlob {
     }
 }
 
+/// A resolved search root.
+struct Root {
+    /// The real directory or file to search.
+    real: PathBuf,
+    /// The canonical workspace, to show paths relative to it.
+    ws: PathBuf,
+    /// The path as the model gave it.
+    given: String,
+}
+
 /// Resolves the optional search root (the workspace by default).
-fn root(ctx: &ToolContext, path: Option<&str>) -> Result<(PathBuf, String), ToolOutcome> {
+fn root(ctx: &ToolContext, path: Option<&str>) -> Result<Root, ToolOutcome> {
     let given = path.unwrap_or(".");
     let real =
         paths::resolve(ctx.workspace, given).map_err(|e| ToolOutcome::error(e.to_string()))?;
     if !real.exists() {
         return Err(ToolOutcome::error(format!("path not found: {given}")));
     }
-    Ok((real, given.to_string()))
+    let ws = ctx
+        .workspace
+        .canonicalize()
+        .map_err(|e| ToolOutcome::error(format!("cannot resolve the workspace: {e}")))?;
+    Ok(Root {
+        real,
+        ws,
+        given: given.to_string(),
+    })
 }
 
 /// The files under `root` the ignore rules let through, in sorted order.
@@ -122,7 +140,11 @@ pub(crate) fn grep(ctx: &ToolContext, args: GrepArgs) -> ToolOutcome {
         Ok(f) => f,
         Err(e) => return ToolOutcome::error(e),
     };
-    let (root, given) = match root(ctx, args.path.as_deref()) {
+    let Root {
+        real: root,
+        ws,
+        given,
+    } = match root(ctx, args.path.as_deref()) {
         Ok(r) => r,
         Err(out) => return out,
     };
@@ -139,7 +161,7 @@ pub(crate) fn grep(ctx: &ToolContext, args: GrepArgs) -> ToolOutcome {
         {
             continue;
         }
-        let shown = paths::display(ctx.workspace, entry.path());
+        let shown = paths::relative_to(&ws, entry.path());
         let sink = Lossy(|number, text| {
             if lines.len() >= MAX_MATCHES {
                 truncated = true;
@@ -176,13 +198,17 @@ pub(crate) fn glob(ctx: &ToolContext, args: GlobArgs) -> ToolOutcome {
         Ok(g) => g,
         Err(e) => return ToolOutcome::error(e),
     };
-    let (root, given) = match root(ctx, args.path.as_deref()) {
+    let Root {
+        real: root,
+        ws,
+        given,
+    } = match root(ctx, args.path.as_deref()) {
         Ok(r) => r,
         Err(out) => return out,
     };
     let mut found: Vec<String> = walk(&root)
         .filter(|e| glob.is_match(&relative(&root, e.path())))
-        .map(|e| paths::display(ctx.workspace, e.path()))
+        .map(|e| paths::relative_to(&ws, e.path()))
         .collect();
     found.sort();
     if found.is_empty() {

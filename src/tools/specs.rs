@@ -54,7 +54,7 @@ pub(crate) fn spec(name: &str) -> Option<ToolSpec> {
             "Run a shell command with `bash -c` in the workspace directory. stdout and stderr are \
              merged and returned with the exit code. The command runs in its own process group \
              with stdin closed; when it exceeds timeout_ms (default 120000) the whole group is \
-             killed. Long output keeps its head and tail and marks how much was cut. For servers \
+             killed, and processes it leaves behind are killed when it ends. Long output keeps its head and tail and marks how much was cut. For servers \
              and other long-running commands set background: true: the call returns at once with \
              a process id, and the `process` tool lists, reads the output of, or kills it. \
              Prefer read/grep/glob/edit over cat/grep/find/sed for files.",

@@ -87,7 +87,11 @@ impl Drop for Fixture {
 /// A successful, non-format-error outcome (with the content on failure).
 #[track_caller]
 pub fn assert_ok(out: &ToolOutcome) {
-    assert!(!out.is_error && !out.format_error, "expected success: {}", out.content);
+    assert!(
+        !out.is_error && !out.format_error,
+        "expected success: {}",
+        out.content
+    );
 }
 
 /// An ordinary (not format) error whose content contains `needle`.
@@ -95,14 +99,26 @@ pub fn assert_ok(out: &ToolOutcome) {
 pub fn assert_tool_error(out: &ToolOutcome, needle: &str) {
     assert!(out.is_error, "expected an error: {}", out.content);
     assert!(!out.format_error, "not a format error: {}", out.content);
-    assert!(out.content.contains(needle), "`{needle}` not in: {}", out.content);
+    assert!(
+        out.content.contains(needle),
+        "`{needle}` not in: {}",
+        out.content
+    );
 }
 
 /// A format error whose content contains `needle`.
 #[track_caller]
 pub fn assert_format_error(out: &ToolOutcome, needle: &str) {
-    assert!(out.is_error && out.format_error, "expected a format error: {}", out.content);
-    assert!(out.content.contains(needle), "`{needle}` not in: {}", out.content);
+    assert!(
+        out.is_error && out.format_error,
+        "expected a format error: {}",
+        out.content
+    );
+    assert!(
+        out.content.contains(needle),
+        "`{needle}` not in: {}",
+        out.content
+    );
 }
 
 /// Waits (bounded) until `pid` is gone or a zombie; false if still alive after 10 s.
