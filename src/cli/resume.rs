@@ -167,12 +167,14 @@ pub async fn resume(args: &ResumeArgs) -> Result<i32, CliError> {
     let provider = provider_for(&run, &args.provider)?;
     let env = exec_env(&run)?;
     eprintln!("log: {}", wal.display());
+    let processes = ProcessTable::new(process_dir(&wal));
+    processes.continue_after(store.state().processes.keys().map(String::as_str));
     let mut agent = Agent::new(AgentParts {
         store,
         tools,
         provider,
         env,
-        processes: ProcessTable::new(process_dir(&wal)),
+        processes,
         out,
     })?;
     agent.recover(StopInfo {

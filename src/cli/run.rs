@@ -8,7 +8,7 @@ use crate::config::Config;
 use crate::event::{Event, Limits, RunSettings, RunStarted, SCHEMA_VERSION};
 use crate::model::{Provider, ProviderConfig, ProviderKind};
 use crate::store::{Store, StoreOptions};
-use crate::tools::{ExecEnv, LocalEnv, ProcessTable, SandboxEnv, ToolSet, ToolSetOptions};
+use crate::tools::{ExecEnv, HideVars, ProcessTable, ToolSet, ToolSetOptions};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -227,15 +227,22 @@ pub fn provider_for(run: &RunStarted, overrides: &ProviderArgs) -> Result<Provid
     .map_err(|e| refuse(e.to_string()))
 }
 
-/// The execution environment a run's settings ask for.
+/// The execution environment a run's settings ask for. Variables that hold
+/// API keys (`*_API_KEY`, and the run's own `api_key_env`) are hidden from
+/// the commands it runs, so a key can never reach a tool result or the log.
 pub fn exec_env(run: &RunStarted) -> Result<Box<dyn ExecEnv>, CliError> {
-    match run.settings.env.as_deref().unwrap_or("local") {
-        "local" => Ok(Box::new(LocalEnv)),
-        "sandbox" => SandboxEnv::new(run.settings.network)
-            .map(|e| Box::new(e) as Box<dyn ExecEnv>)
-            .map_err(|e| CliError::new(1, e.to_string())),
-        other => Err(refuse(format!("unknown env.kind {other:?}"))),
-    }
+    let kind = run.settings.env.as_deref().unwrap_or("local");
+    let env = crate::tools::env::from_kind(kind, run.settings.network).map_err(|e| match e {
+        crate::tools::EnvError::UnknownKind(_) => refuse(e.to_string()),
+        _ => CliError::new(1, e.to_string()),
+    })?;
+    Ok(match &run.settings.api_key_env {
+        Some(var) => Box::new(HideVars {
+            inner: env,
+            vars: vec![var.clone()],
+        }),
+        None => env,
+    })
 }
 
 /// Directory for background process output beside the log.

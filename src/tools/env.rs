@@ -98,6 +98,15 @@ pub struct HideVars<E> {
     pub vars: Vec<String>,
 }
 
+impl ExecEnv for Box<dyn ExecEnv> {
+    fn kind(&self) -> &'static str {
+        self.as_ref().kind()
+    }
+    fn command(&self, script: &str, workspace: &Path) -> Command {
+        self.as_ref().command(script, workspace)
+    }
+}
+
 impl<E: ExecEnv> ExecEnv for HideVars<E> {
     fn kind(&self) -> &'static str {
         self.inner.kind()
