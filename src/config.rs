@@ -51,6 +51,9 @@ pub struct ModelSection {
     pub price_out: Option<f64>,
     pub stream: Option<bool>,
     pub script: Option<PathBuf>,
+    pub max_retries: Option<u32>,
+    pub retry_base_ms: Option<u64>,
+    pub request_timeout_s: Option<u64>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -135,21 +138,26 @@ impl Config {
             })
         };
         if let Some(p) = &self.model.provider
-            && !matches!(p.as_str(), "openai" | "anthropic" | "script") {
-                return bad("model.provider", "must be openai, anthropic or script");
-            }
+            && !matches!(p.as_str(), "openai" | "anthropic" | "script")
+        {
+            return bad("model.provider", "must be openai, anthropic or script");
+        }
         for (key, v) in [
             ("model.price_in", self.model.price_in),
             ("model.price_out", self.model.price_out),
             ("limits.max_cost_usd", self.limits.max_cost_usd),
         ] {
             if let Some(v) = v
-                && (!v.is_finite() || v < 0.0) {
-                    return bad(key, "must be a number >= 0");
-                }
+                && (!v.is_finite() || v < 0.0)
+            {
+                return bad(key, "must be a number >= 0");
+            }
         }
         if self.limits.max_format_errors == Some(0) {
             return bad("limits.max_format_errors", "must be at least 1");
+        }
+        if self.model.request_timeout_s == Some(0) {
+            return bad("model.request_timeout_s", "must be at least 1");
         }
         if self.wal.snapshot_every == Some(0) {
             return bad("wal.snapshot_every", "must be at least 1");
@@ -158,13 +166,15 @@ impl Config {
             return bad("compaction.keep_recent", "must be at least 1");
         }
         if let Some(k) = &self.env.kind
-            && !matches!(k.as_str(), "local" | "sandbox") {
-                return bad("env.kind", "must be local or sandbox");
-            }
+            && !matches!(k.as_str(), "local" | "sandbox")
+        {
+            return bad("env.kind", "must be local or sandbox");
+        }
         if let Some(f) = &self.hooks.on_failure
-            && !matches!(f.as_str(), "block" | "allow") {
-                return bad("hooks.on_failure", "must be block or allow");
-            }
+            && !matches!(f.as_str(), "block" | "allow")
+        {
+            return bad("hooks.on_failure", "must be block or allow");
+        }
         Ok(())
     }
 }

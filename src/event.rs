@@ -40,7 +40,9 @@ pub struct Message {
     pub role: Role,
     #[serde(default)]
     pub content: String,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// Always written (empty when none), so readers of `model.response` find
+    /// the member the contract names.
+    #[serde(default)]
     pub tool_calls: Vec<ToolCall>,
     /// For `role: tool`: the call this message answers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -167,6 +169,15 @@ pub struct RunSettings {
     pub env: Option<String>,
     #[serde(default)]
     pub stream: bool,
+    /// Retries of a failed model request (429, 5xx, timeouts).
+    #[serde(default)]
+    pub max_retries: Option<u32>,
+    /// First retry delay in milliseconds (doubles each retry, with jitter).
+    #[serde(default)]
+    pub retry_base_ms: Option<u64>,
+    /// Per-request timeout in seconds.
+    #[serde(default)]
+    pub request_timeout_s: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -297,7 +297,10 @@ fn key_variables_of_the_agent_are_scrubbed() {
         "{text}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(text.contains("probe-checked") && text.contains("1 passed"), "{text}");
+    assert!(
+        text.contains("probe-checked") && text.contains("1 passed"),
+        "{text}"
+    );
 }
 
 #[test]

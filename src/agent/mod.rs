@@ -72,6 +72,37 @@ pub struct Agent {
     price_in: f64,
     price_out: f64,
     plan_file: Option<PathBuf>,
+    crash: Option<CrashPoint>,
+}
+
+/// A test seam for crash tests of the real binary: with
+/// `TINYAGENT_CRASH_AFTER=<record type>:<n>` the process kills itself with
+/// SIGKILL right after the n-th record of that type it appended is durable,
+/// exactly as `kill -9` at that moment would.
+#[derive(Debug, Clone)]
+struct CrashPoint {
+    kind: String,
+    remaining: u64,
+}
+
+impl CrashPoint {
+    fn from_env() -> Option<CrashPoint> {
+        let spec = std::env::var("TINYAGENT_CRASH_AFTER").ok()?;
+        let (kind, n) = spec.rsplit_once(':')?;
+        Some(CrashPoint {
+            kind: kind.to_string(),
+            remaining: n.parse().ok()?,
+        })
+    }
+
+    /// Counts `event`; true when this is the one to crash after.
+    fn hit(&mut self, event: &Event) -> bool {
+        if event.kind() != self.kind || self.remaining == 0 {
+            return false;
+        }
+        self.remaining -= 1;
+        self.remaining == 0
+    }
 }
 
 /// USD for a call's usage at per-million-token prices.
@@ -92,6 +123,7 @@ impl Agent {
             price_in: run.settings.price_in.unwrap_or(0.0),
             price_out: run.settings.price_out.unwrap_or(0.0),
             plan_file: run.settings.plan_file.as_ref().map(PathBuf::from),
+            crash: CrashPoint::from_env(),
             store: parts.store,
             tools: parts.tools,
             provider: parts.provider,
@@ -116,6 +148,9 @@ impl Agent {
     /// Appends a record (durable once this returns), then reports it.
     pub fn append(&mut self, event: Event) -> Result<u64, AgentError> {
         let seq = self.store.append(event.clone())?;
+        if self.crash.as_mut().is_some_and(|c| c.hit(&event)) {
+            let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+        }
         self.out.record(seq, &event);
         for saved in self.store.take_snapshot_notices() {
             self.out.event(
@@ -184,13 +219,15 @@ impl Agent {
             return Some(RunStatus::FormatErrors);
         }
         if let Some(max) = s.limits.max_steps
-            && s.step >= max {
-                return Some(RunStatus::MaxSteps);
-            }
+            && s.step >= max
+        {
+            return Some(RunStatus::MaxSteps);
+        }
         if let Some(max) = s.limits.max_cost_usd
-            && s.cost_usd >= max {
-                return Some(RunStatus::MaxCost);
-            }
+            && s.cost_usd >= max
+        {
+            return Some(RunStatus::MaxCost);
+        }
         None
     }
 

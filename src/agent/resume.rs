@@ -52,28 +52,29 @@ impl Agent {
             );
             let model_call = self.find_call(&call.id);
             if ToolSet::is_rerunnable(&call.name)
-                && let Some(tc) = model_call {
-                    if !call.started {
-                        self.append(Event::ToolStarted(ToolStarted {
-                            step: call.step,
-                            call_id: call.id.clone(),
-                            name: call.name.clone(),
-                        }))?;
-                    }
-                    let outcome = self.execute(call.step, &tc);
-                    self.append(Event::ToolResult(ToolResult {
+                && let Some(tc) = model_call
+            {
+                if !call.started {
+                    self.append(Event::ToolStarted(ToolStarted {
                         step: call.step,
                         call_id: call.id.clone(),
                         name: call.name.clone(),
-                        content: outcome.content,
-                        is_error: outcome.is_error,
-                        interrupted: false,
-                        format_error: outcome.format_error,
-                        rerun: true,
                     }))?;
-                    rerun.push(call.id.clone());
-                    continue;
                 }
+                let outcome = self.execute(call.step, &tc);
+                self.append(Event::ToolResult(ToolResult {
+                    step: call.step,
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    content: outcome.content,
+                    is_error: outcome.is_error,
+                    interrupted: false,
+                    format_error: outcome.format_error,
+                    rerun: true,
+                }))?;
+                rerun.push(call.id.clone());
+                continue;
+            }
             let text = if call.started {
                 interrupted.push(call.id.clone());
                 INTERRUPTED_TEXT

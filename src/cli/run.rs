@@ -161,6 +161,9 @@ pub fn plan_run(args: &RunArgs) -> Result<RunPlan, CliError> {
         network: config.env.network.unwrap_or(false),
         env: Some(env_kind),
         stream: args.stream || config.model.stream.unwrap_or(false),
+        max_retries: config.model.max_retries,
+        retry_base_ms: config.model.retry_base_ms,
+        request_timeout_s: config.model.request_timeout_s,
     };
     let started = RunStarted {
         schema_version: SCHEMA_VERSION,
@@ -220,9 +223,9 @@ pub fn provider_for(run: &RunStarted, overrides: &ProviderArgs) -> Result<Provid
         api_key,
         script: run.settings.script.as_ref().map(PathBuf::from),
         stream: run.settings.stream,
-        request_timeout: Duration::from_secs(300),
-        max_retries: 5,
-        retry_base: Duration::from_millis(500),
+        request_timeout: Duration::from_secs(run.settings.request_timeout_s.unwrap_or(300)),
+        max_retries: run.settings.max_retries.unwrap_or(5),
+        retry_base: Duration::from_millis(run.settings.retry_base_ms.unwrap_or(500)),
     })
     .map_err(|e| refuse(e.to_string()))
 }

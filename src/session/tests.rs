@@ -273,12 +273,13 @@ fn processes_hooks_and_saved_steps() {
 }
 
 #[test]
-fn resume_pushes_notice_and_message_and_reopens_a_finished_run() {
+fn resume_pushes_notice_and_message_and_reopens_the_run() {
     let mut s = fold(&[run_started(false), finished(RunStatus::Completed)]);
     assert_eq!(s.status, Status::Finished(RunStatus::Completed));
     assert!(s.is_finished());
     s.apply(&resume("[Resumed] nothing lost", None, None));
-    assert_eq!(s.status, Status::Finished(RunStatus::Completed));
+    // A resume always reopens the run: the loop is about to go on.
+    assert_eq!(s.status, Status::Running);
     let limits = Limits {
         max_steps: Some(99),
         max_cost_usd: None,
@@ -348,4 +349,22 @@ fn state_round_trips_through_json() {
     let text = serde_json::to_string(&s).unwrap();
     let back: State = serde_json::from_str(&text).unwrap();
     assert_eq!(back, s);
+}
+
+#[test]
+fn resume_marks_lost_processes_and_only_those() {
+    let mut s = fold(&[
+        run_started(false),
+        process_started("p1", 100, "sleep 100", 1),
+        process_started("p2", 101, "make", 1),
+    ]);
+    assert!(s.processes["p1"].is_tracked_running());
+    let Event::Resume(mut r) = resume("[Resumed]", None, None) else {
+        unreachable!()
+    };
+    r.lost_processes = vec!["p1".into(), "unknown".into()];
+    s.apply(&Event::Resume(r));
+    assert!(s.processes["p1"].lost);
+    assert!(!s.processes["p1"].is_tracked_running());
+    assert!(s.processes["p2"].is_tracked_running());
 }

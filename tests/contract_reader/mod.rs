@@ -23,7 +23,11 @@ fn crc32(bytes: &[u8]) -> u32 {
     for &b in bytes {
         crc ^= b as u32;
         for _ in 0..8 {
-            crc = if crc & 1 != 0 { (crc >> 1) ^ 0xEDB8_8320 } else { crc >> 1 };
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
         }
     }
     !crc
@@ -32,14 +36,37 @@ fn crc32(bytes: &[u8]) -> u32 {
 fn required(kind: &str) -> &'static [&'static str] {
     match kind {
         "run.started" => &[
-            "schema_version", "run_id", "task", "model", "provider", "base_url", "plan_enabled",
-            "read_only", "tool_signature", "tools", "limits",
+            "schema_version",
+            "run_id",
+            "task",
+            "model",
+            "provider",
+            "base_url",
+            "plan_enabled",
+            "read_only",
+            "tool_signature",
+            "tools",
+            "limits",
         ],
         "model.response" => &["step", "message", "usage", "cost_usd", "pending"],
         "tool.started" => &["step", "call_id", "name"],
-        "tool.result" => &["step", "call_id", "name", "content", "is_error", "interrupted"],
+        "tool.result" => &[
+            "step",
+            "call_id",
+            "name",
+            "content",
+            "is_error",
+            "interrupted",
+        ],
         "plan.updated" => &["step", "version", "items", "note", "diff"],
-        "compaction" => &["step", "summary", "view", "plan_version", "usage", "cost_usd"],
+        "compaction" => &[
+            "step",
+            "summary",
+            "view",
+            "plan_version",
+            "usage",
+            "cost_usd",
+        ],
         "hook.blocked" => &["step", "call_id", "hook", "reason"],
         "process.started" => &["id", "pid", "command"],
         "process.exited" => &["id", "exit_code"],
@@ -54,7 +81,10 @@ fn required(kind: &str) -> &'static [&'static str] {
 /// violation (these are test helpers).
 pub fn read(path: &Path) -> Vec<Rec> {
     let bytes = std::fs::read(path).expect("read log");
-    assert!(bytes.is_empty() || bytes.ends_with(b"\n"), "log does not end with a newline");
+    assert!(
+        bytes.is_empty() || bytes.ends_with(b"\n"),
+        "log does not end with a newline"
+    );
     let mut out = Vec::new();
     let mut prev = "00000000".to_string();
     if bytes.is_empty() {
@@ -66,26 +96,55 @@ pub fn read(path: &Path) -> Vec<Rec> {
         assert!(line.len() > 18, "line {n}: too short");
         let text = std::str::from_utf8(line).unwrap_or_else(|_| panic!("line {n}: not UTF-8"));
         let (body, tail) = text.split_at(text.len() - 18);
-        assert!(tail.starts_with(",\"crc\":\"") && tail.ends_with("\"}"), "line {n}: no crc suffix");
+        assert!(
+            tail.starts_with(",\"crc\":\"") && tail.ends_with("\"}"),
+            "line {n}: no crc suffix"
+        );
         let crc = &tail[8..16];
-        assert!(crc.chars().all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c)), "line {n}: crc not lowercase hex");
-        assert_eq!(format!("{:08x}", crc32(body.as_bytes())), crc, "line {n}: crc mismatch");
-        let v: Value = serde_json::from_str(text).unwrap_or_else(|e| panic!("line {n}: bad JSON {e}"));
+        assert!(
+            crc.chars()
+                .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c)),
+            "line {n}: crc not lowercase hex"
+        );
+        assert_eq!(
+            format!("{:08x}", crc32(body.as_bytes())),
+            crc,
+            "line {n}: crc mismatch"
+        );
+        let v: Value =
+            serde_json::from_str(text).unwrap_or_else(|e| panic!("line {n}: bad JSON {e}"));
         let obj = v.as_object().expect("object");
-        let keys: Vec<&String> = obj.keys().collect();
-        assert_eq!(keys.last().map(|k| k.as_str()), Some("crc"), "line {n}: crc is not the last member");
-        let seq = v["seq"].as_u64().unwrap_or_else(|| panic!("line {n}: no seq"));
+        assert!(obj.contains_key("crc"), "line {n}: no crc member");
+        // The suffix check above already proves crc is the last member.
+        let seq = v["seq"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("line {n}: no seq"));
         assert_eq!(seq, out.len() as u64 + 1, "line {n}: seq");
-        assert_eq!(v["prev"].as_str(), Some(prev.as_str()), "line {n}: prev link");
-        let ts = v["ts"].as_str().unwrap_or_else(|| panic!("line {n}: no ts"));
-        assert!(ts.ends_with('Z') && ts.contains('T'), "line {n}: ts {ts} is not RFC 3339 UTC");
-        let kind = v["type"].as_str().unwrap_or_else(|| panic!("line {n}: no type")).to_string();
+        assert_eq!(
+            v["prev"].as_str(),
+            Some(prev.as_str()),
+            "line {n}: prev link"
+        );
+        let ts = v["ts"]
+            .as_str()
+            .unwrap_or_else(|| panic!("line {n}: no ts"));
+        assert!(
+            ts.ends_with('Z') && ts.contains('T'),
+            "line {n}: ts {ts} is not RFC 3339 UTC"
+        );
+        let kind = v["type"]
+            .as_str()
+            .unwrap_or_else(|| panic!("line {n}: no type"))
+            .to_string();
         let data = v["data"].clone();
         assert!(data.is_object(), "line {n}: data is not an object");
         for m in required(&kind) {
             assert!(data.get(m).is_some(), "line {n}: {kind} lacks data.{m}");
         }
-        assert!(!required(&kind).is_empty(), "line {n}: unknown record type {kind}");
+        assert!(
+            !required(&kind).is_empty(),
+            "line {n}: unknown record type {kind}"
+        );
         prev = crc.to_string();
         out.push(Rec { seq, kind, data });
     }
@@ -105,9 +164,25 @@ pub fn check_write_order(recs: &[Rec]) {
     for r in recs {
         match r.kind.as_str() {
             "model.response" => {
-                assert!(pending.is_empty(), "seq {}: new response with calls pending {pending:?}", r.seq);
-                pending = r.data["pending"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect();
-                let ids: Vec<String> = r.data["message"]["tool_calls"].as_array().map(|a| a.iter().map(|c| c["id"].as_str().unwrap().to_string()).collect()).unwrap_or_default();
+                assert!(
+                    pending.is_empty(),
+                    "seq {}: new response with calls pending {pending:?}",
+                    r.seq
+                );
+                pending = r.data["pending"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.as_str().unwrap().to_string())
+                    .collect();
+                let ids: Vec<String> = r.data["message"]["tool_calls"]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .map(|c| c["id"].as_str().unwrap().to_string())
+                            .collect()
+                    })
+                    .unwrap_or_default();
                 assert_eq!(pending, ids, "seq {}: pending != tool call ids", r.seq);
                 tin += r.data["usage"]["input_tokens"].as_u64().unwrap();
                 tout += r.data["usage"]["output_tokens"].as_u64().unwrap();
@@ -120,29 +195,70 @@ pub fn check_write_order(recs: &[Rec]) {
             }
             "tool.started" => {
                 let id = r.data["call_id"].as_str().unwrap().to_string();
-                assert_eq!(pending.first(), Some(&id), "seq {}: tool.started out of order", r.seq);
-                assert!(started.is_none(), "seq {}: two calls started at once", r.seq);
+                assert_eq!(
+                    pending.first(),
+                    Some(&id),
+                    "seq {}: tool.started out of order",
+                    r.seq
+                );
+                assert!(
+                    started.is_none(),
+                    "seq {}: two calls started at once",
+                    r.seq
+                );
                 started = Some(id);
             }
             "tool.result" => {
                 let id = r.data["call_id"].as_str().unwrap().to_string();
-                assert_eq!(pending.first(), Some(&id), "seq {}: result out of order", r.seq);
+                assert_eq!(
+                    pending.first(),
+                    Some(&id),
+                    "seq {}: result out of order",
+                    r.seq
+                );
                 let synthesized = r.data["interrupted"].as_bool().unwrap();
                 if started.as_ref() != Some(&id) && !synthesized {
                     // Only a hook-blocked call has a real result without tool.started.
-                    assert!(recs.iter().any(|h| h.kind == "hook.blocked" && h.data["call_id"] == id.as_str()) || r.data.get("rerun").is_some(),
-                        "seq {}: result for {id} without tool.started", r.seq);
+                    assert!(
+                        recs.iter()
+                            .any(|h| h.kind == "hook.blocked" && h.data["call_id"] == id.as_str())
+                            || r.data.get("rerun").is_some(),
+                        "seq {}: result for {id} without tool.started",
+                        r.seq
+                    );
                 }
-                assert!(answered.insert(id.clone()), "seq {}: second result for {id}", r.seq);
+                assert!(
+                    answered.insert(id.clone()),
+                    "seq {}: second result for {id}",
+                    r.seq
+                );
                 pending.remove(0);
                 started = None;
             }
             "step.saved" => {
-                assert!(pending.is_empty(), "seq {}: step.saved with calls pending", r.seq);
-                assert_eq!(r.data["usage_total"]["input_tokens"].as_u64().unwrap(), tin, "seq {}: input total", r.seq);
-                assert_eq!(r.data["usage_total"]["output_tokens"].as_u64().unwrap(), tout, "seq {}: output total", r.seq);
+                assert!(
+                    pending.is_empty(),
+                    "seq {}: step.saved with calls pending",
+                    r.seq
+                );
+                assert_eq!(
+                    r.data["usage_total"]["input_tokens"].as_u64().unwrap(),
+                    tin,
+                    "seq {}: input total",
+                    r.seq
+                );
+                assert_eq!(
+                    r.data["usage_total"]["output_tokens"].as_u64().unwrap(),
+                    tout,
+                    "seq {}: output total",
+                    r.seq
+                );
                 let c = r.data["cost_usd_total"].as_f64().unwrap();
-                assert!((c - cost).abs() < 1e-9, "seq {}: cost total {c} != {cost}", r.seq);
+                assert!(
+                    (c - cost).abs() < 1e-9,
+                    "seq {}: cost total {c} != {cost}",
+                    r.seq
+                );
             }
             _ => {}
         }
