@@ -118,8 +118,22 @@ impl Agent {
             .run
             .clone()
             .ok_or_else(|| AgentError::Refused("the log has no run.started record".into()))?;
+        // A run imported from a trajectory file may not name its workspace:
+        // it then works in the current directory.
+        let workspace = if run.settings.cwd.is_empty() {
+            std::env::current_dir()
+                .map_err(|e| AgentError::Environment(format!("no current directory: {e}")))?
+        } else {
+            PathBuf::from(&run.settings.cwd)
+        };
+        if !workspace.is_dir() {
+            return Err(AgentError::Refused(format!(
+                "the run's workspace {} is not a directory any more",
+                workspace.display()
+            )));
+        }
         Ok(Agent {
-            workspace: PathBuf::from(&run.settings.cwd),
+            workspace,
             price_in: run.settings.price_in.unwrap_or(0.0),
             price_out: run.settings.price_out.unwrap_or(0.0),
             plan_file: run.settings.plan_file.as_ref().map(PathBuf::from),
@@ -143,6 +157,27 @@ impl Agent {
 
     pub fn output(&mut self) -> &mut Output {
         &mut self.out
+    }
+
+    /// Ends the process's use of the log: the compactor finishes (with a
+    /// final snapshot when records are uncovered) and the lock is released.
+    /// A snapshot problem is only a warning: the log is the truth.
+    pub fn close(self) {
+        let Agent { store, out, .. } = self;
+        match store.close_reporting() {
+            Ok((saved, warnings)) => {
+                for s in saved {
+                    out.event(
+                        "snapshot.saved",
+                        json!({ "seq": s.seq, "path": s.path.display().to_string() }),
+                    );
+                }
+                for w in warnings {
+                    out.warn(&w);
+                }
+            }
+            Err(e) => out.warn(&format!("closing the log: {e}")),
+        }
     }
 
     /// Appends a record (durable once this returns), then reports it.
