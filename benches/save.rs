@@ -83,6 +83,7 @@ fn save_cost(c: &mut Criterion, sizes: &Sizes, dir: &Path) {
             group.bench_function(BenchmarkId::new(method.name(), messages), |b| {
                 b.iter(|| rig.save(method).expect("save"))
             });
+            rig.settle(method).expect("settle");
         }
         rig.remove().expect("removing the rig");
     }
