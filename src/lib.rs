@@ -23,5 +23,7 @@ pub mod cli;
 pub mod event;
 pub mod model;
 pub mod session;
+pub mod snapshot;
+pub mod store;
 pub mod tools;
 pub mod wal;

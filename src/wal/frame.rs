@@ -107,7 +107,8 @@ pub fn check_crc(line: &[u8]) -> Result<u32, FrameError> {
     if !suffix.starts_with(CRC_PREFIX) || !suffix.ends_with(b"\"}") {
         return Err(FrameError::NoCrc);
     }
-    let stored = parse_hex(&suffix[CRC_PREFIX.len()..CRC_PREFIX.len() + 8]).ok_or(FrameError::NoCrc)?;
+    let stored =
+        parse_hex(&suffix[CRC_PREFIX.len()..CRC_PREFIX.len() + 8]).ok_or(FrameError::NoCrc)?;
     let computed = crc32fast::hash(&line[..split]);
     if stored != computed {
         return Err(FrameError::CrcMismatch { stored, computed });
@@ -154,7 +155,10 @@ mod tests {
         assert!(line.starts_with(r#"{"seq":1,"prev":"00000000","type":"tool.started","ts":"2026-11-29T00:00:00Z","data":{"#));
         let body = &line[..line.len() - CRC_SUFFIX_LEN];
         assert_eq!(crc32fast::hash(body.as_bytes()), crc);
-        assert_eq!(&line[line.len() - CRC_SUFFIX_LEN..], format!(r#","crc":"{crc:08x}"}}"#));
+        assert_eq!(
+            &line[line.len() - CRC_SUFFIX_LEN..],
+            format!(r#","crc":"{crc:08x}"}}"#)
+        );
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
         assert_eq!(v["data"]["call_id"], "c1");
     }

@@ -1,0 +1,254 @@
+//! The fail-stop log writer.
+//!
+//! One record = one `write(2)` of the whole framed line on an `O_APPEND` file,
+//! then `fdatasync(2)`. Only when both succeed does [`WalWriter::append`]
+//! return, and only then does the record count as saved. Any failure (an
+//! error, a short write, a failed sync) poisons the writer: the sync is never
+//! retried (after a failed fsync the kernel may have dropped the dirty pages,
+//! so a retry that "succeeds" proves nothing) and every later append returns
+//! [`WalError::Poisoned`] with the first error's message.
+//!
+//! The file is created with `O_CREAT|O_EXCL`, mode 0600, and its directory is
+//! fsync'd so the new name survives a crash. An exclusive lock
+//! ([`std::fs::File::try_lock`], `flock(2)` on Linux) is held for as long as
+//! the writer lives; a second writer gets [`WalError::Locked`] at once.
+
+use super::frame::encode;
+use super::fs::{FaultPlan, FaultyFile, LogFile};
+use super::reader::RecordPos;
+use super::{WalError, sync_parent_dir};
+use crate::event::Event;
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::ErrorKind;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+/// Where a record landed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Appended {
+    pub seq: u64,
+    pub crc: u32,
+    /// Byte offset of the line's first byte.
+    pub offset: u64,
+    /// Length of the line including its newline.
+    pub len: u64,
+}
+
+impl From<Appended> for RecordPos {
+    fn from(a: Appended) -> RecordPos {
+        RecordPos {
+            seq: a.seq,
+            crc: a.crc,
+            offset: a.offset,
+            len: a.len,
+        }
+    }
+}
+
+/// The current time as the log writes it: RFC 3339 UTC with milliseconds.
+pub fn now_ts() -> String {
+    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
+}
+
+fn try_lock(file: &File, path: &Path) -> Result<(), WalError> {
+    match file.try_lock() {
+        Ok(()) => Ok(()),
+        Err(TryLockError::WouldBlock) => Err(WalError::Locked {
+            path: path.to_path_buf(),
+        }),
+        Err(TryLockError::Error(e)) => Err(WalError::io(
+            format!("could not lock {}", path.display()),
+            e,
+        )),
+    }
+}
+
+/// An existing log, opened for appending and exclusively locked, before it
+/// becomes a [`WalWriter`]. Recovery uses it to cut a torn tail under the lock.
+pub struct LockedLog {
+    file: File,
+    path: PathBuf,
+}
+
+impl LockedLog {
+    /// Opens an existing log (read + append) and takes its lock without
+    /// waiting.
+    pub fn open(path: &Path) -> Result<LockedLog, WalError> {
+        let file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .open(path)
+            .map_err(|e| match e.kind() {
+                ErrorKind::NotFound => WalError::NotFound {
+                    path: path.to_path_buf(),
+                },
+                _ => WalError::io(format!("could not open {}", path.display()), e),
+            })?;
+        try_lock(&file, path)?;
+        Ok(LockedLog {
+            file,
+            path: path.to_path_buf(),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Cuts the file to `len` bytes and makes the new size durable.
+    pub fn truncate(&mut self, len: u64) -> Result<(), WalError> {
+        let ctx = || format!("could not cut {} to {len} bytes", self.path.display());
+        self.file.set_len(len).map_err(|e| WalError::io(ctx(), e))?;
+        self.file.sync_all().map_err(|e| WalError::io(ctx(), e))
+    }
+
+    /// Turns the locked file into a writer that continues after `last` (the
+    /// last valid record, `None` for an empty log); the file must be exactly
+    /// `len` bytes long.
+    pub fn into_writer(
+        self,
+        last: Option<&RecordPos>,
+        len: u64,
+        faults: Option<FaultPlan>,
+    ) -> WalWriter {
+        WalWriter::from_file(self.file, self.path, last, len, faults)
+    }
+}
+
+/// The append-only, fail-stop writer of one log file.
+pub struct WalWriter {
+    file: Box<dyn LogFile>,
+    path: PathBuf,
+    next_seq: u64,
+    prev: u32,
+    offset: u64,
+    poisoned: Option<String>,
+    buf: Vec<u8>,
+}
+
+impl WalWriter {
+    /// Creates a new log; refuses an existing file ([`WalError::Exists`]).
+    pub fn create(path: &Path) -> Result<WalWriter, WalError> {
+        WalWriter::create_with(path, None)
+    }
+
+    /// [`WalWriter::create`] with faults injected into the file's writes and
+    /// syncs (tests, `TINYAGENT_FAULTS`).
+    pub fn create_with(path: &Path, faults: Option<FaultPlan>) -> Result<WalWriter, WalError> {
+        let file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path)
+            .map_err(|e| match e.kind() {
+                ErrorKind::AlreadyExists => WalError::Exists {
+                    path: path.to_path_buf(),
+                },
+                _ => WalError::io(format!("could not create {}", path.display()), e),
+            })?;
+        try_lock(&file, path)?;
+        sync_parent_dir(path).map_err(|e| {
+            WalError::io(
+                format!("could not fsync the directory of {}", path.display()),
+                e,
+            )
+        })?;
+        Ok(WalWriter::from_file(
+            file,
+            path.to_path_buf(),
+            None,
+            0,
+            faults,
+        ))
+    }
+
+    fn from_file(
+        file: File,
+        path: PathBuf,
+        last: Option<&RecordPos>,
+        len: u64,
+        faults: Option<FaultPlan>,
+    ) -> WalWriter {
+        let file: Box<dyn LogFile> = match faults {
+            Some(plan) => Box::new(FaultyFile::new(file, plan)),
+            None => Box::new(file),
+        };
+        WalWriter {
+            file,
+            path,
+            next_seq: last.map_or(1, |p| p.seq + 1),
+            prev: last.map_or(0, |p| p.crc),
+            offset: len,
+            poisoned: None,
+            buf: Vec::with_capacity(4096),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The seq the next record will get.
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// Bytes in the log (end of the last saved record).
+    pub fn len(&self) -> u64 {
+        self.offset
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.offset == 0
+    }
+
+    /// The first failure's message once the writer is poisoned.
+    pub fn poisoned(&self) -> Option<&str> {
+        self.poisoned.as_deref()
+    }
+
+    /// Appends one record stamped with the current time and makes it durable.
+    pub fn append(&mut self, event: &Event) -> Result<Appended, WalError> {
+        self.append_at(event, &now_ts())
+    }
+
+    /// Appends one record with the given `ts` (import keeps original times).
+    pub fn append_at(&mut self, event: &Event, ts: &str) -> Result<Appended, WalError> {
+        if let Some(msg) = &self.poisoned {
+            return Err(WalError::Poisoned(msg.clone()));
+        }
+        self.buf.clear();
+        let crc = encode(self.next_seq, self.prev, ts, event, &mut self.buf)?;
+        let expected = self.buf.len();
+        let outcome = match self.file.write(&self.buf) {
+            Ok(n) if n == expected => self.file.sync_data().map_err(|source| WalError::Sync {
+                path: self.path.clone(),
+                source,
+            }),
+            Ok(written) => Err(WalError::ShortWrite {
+                path: self.path.clone(),
+                written,
+                expected,
+            }),
+            Err(source) => Err(WalError::Write {
+                path: self.path.clone(),
+                source,
+            }),
+        };
+        if let Err(e) = outcome {
+            self.poisoned = Some(e.to_string());
+            return Err(e);
+        }
+        let done = Appended {
+            seq: self.next_seq,
+            crc,
+            offset: self.offset,
+            len: expected as u64,
+        };
+        self.next_seq += 1;
+        self.prev = crc;
+        self.offset += done.len;
+        Ok(done)
+    }
+}

@@ -1,0 +1,116 @@
+//! Helpers shared by the wal_* and store_* tests: sample events, logs built
+//! with the real writer, and an independent check of the contract's framing.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use tinyagent::event::{Event, ToolResult, ToolStarted};
+use tinyagent::store::StoreOptions;
+use tinyagent::wal::frame::Frame;
+use tinyagent::wal::reader::{RecordPos, ScanReport, scan};
+use tinyagent::wal::writer::WalWriter;
+
+/// Event number `i`: alternately a small `tool.started` and a `tool.result`
+/// whose content grows with `i` (with quotes, newlines and non-ASCII text).
+pub fn ev(i: u64) -> Event {
+    if i % 2 == 1 {
+        Event::ToolStarted(ToolStarted {
+            step: i,
+            call_id: format!("c{i}"),
+            name: "bash".into(),
+        })
+    } else {
+        Event::ToolResult(ToolResult {
+            step: i,
+            call_id: format!("c{i}"),
+            name: "bash".into(),
+            content: format!("out \"{i}\"\n{}é", "x".repeat((i as usize * 7) % 90)),
+            is_error: false,
+            interrupted: false,
+            format_error: false,
+            rerun: false,
+        })
+    }
+}
+
+/// The call id an event carries.
+pub fn call_id(e: &Event) -> String {
+    match e {
+        Event::ToolStarted(t) => t.call_id.clone(),
+        Event::ToolResult(t) => t.call_id.clone(),
+        other => format!("<{}>", other.kind()),
+    }
+}
+
+/// Writes `n` records `ev(1..=n)` to a new log at `path`.
+pub fn write_log(path: &Path, n: u64) -> Vec<RecordPos> {
+    let mut w = WalWriter::create(path).unwrap();
+    (1..=n).map(|i| w.append(&ev(i)).unwrap().into()).collect()
+}
+
+/// Scans a whole log, collecting the frames.
+pub fn scan_all(path: &Path) -> (ScanReport, Vec<Frame>) {
+    let mut frames = Vec::new();
+    let r = scan(path, None, |f, _| frames.push(f.clone())).unwrap();
+    (r, frames)
+}
+
+pub fn no_snapshots() -> StoreOptions {
+    StoreOptions {
+        snapshot_every: 0,
+        ..StoreOptions::default()
+    }
+}
+
+pub fn mode(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+/// Files in `dir` whose name contains `part`.
+pub fn files_with(dir: &Path, part: &str) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().contains(part))
+        .collect();
+    v.sort();
+    v
+}
+
+/// Checks every line of `bytes` against the contract (section 2) with no
+/// help from the crate: newline-terminated JSON objects, crc of
+/// `line[..len-18]` last, seq from 1, prev links, RFC 3339 UTC `ts`.
+/// Returns the parsed lines.
+pub fn independent_check(bytes: &[u8]) -> Vec<serde_json::Value> {
+    assert!(
+        bytes.is_empty() || bytes.ends_with(b"\n"),
+        "log must end with a newline"
+    );
+    let mut prev = "00000000".to_string();
+    let mut out = Vec::new();
+    for (i, line) in bytes
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .enumerate()
+    {
+        let text = std::str::from_utf8(line).expect("utf-8");
+        let v: serde_json::Value = serde_json::from_str(text).expect("json");
+        let crc = crc32fast::hash(&line[..line.len() - 18]);
+        assert!(
+            text.ends_with(&format!(",\"crc\":\"{crc:08x}\"}}")),
+            "crc of line {}",
+            i + 1
+        );
+        assert_eq!(v["seq"], i as u64 + 1);
+        assert_eq!(v["prev"], prev.as_str());
+        let ts = v["ts"].as_str().unwrap();
+        assert!(
+            ts.ends_with('Z') && humantime::parse_rfc3339(ts).is_ok(),
+            "ts {ts}"
+        );
+        assert!(v["type"].is_string() && v["data"].is_object());
+        prev = format!("{crc:08x}");
+        out.push(v);
+    }
+    out
+}
