@@ -113,6 +113,40 @@ fn inspect_names_the_snapshot_that_covers_the_log() {
 }
 
 #[test]
+fn a_damaged_snapshot_is_reported_as_a_warning_not_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("snap.wal");
+    let opts = StoreOptions {
+        snapshot_every: 1_000,
+        ..StoreOptions::default()
+    };
+    let mut store = Store::create(&path, opts).unwrap();
+    store.append(started()).unwrap();
+    store.close().unwrap();
+    let snap = snapshot_path(&path);
+    fs::write(&snap, b"garbage").unwrap();
+    let v = json_of(&path);
+    assert_eq!(v["snapshot"], Value::Null);
+    assert_eq!(v["records"], 1);
+    let warnings = v["warnings"].as_array().unwrap();
+    assert_eq!(warnings.len(), 1, "{v}");
+    assert!(
+        warnings[0]
+            .as_str()
+            .unwrap()
+            .contains(&snap.display().to_string())
+    );
+    let mut out = Vec::new();
+    inspect(&path, false, &mut out).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("warning ") && l.contains("stale or damaged")),
+        "{text}"
+    );
+}
+
+#[test]
 fn repair_refuses_a_log_locked_by_a_writer_and_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("locked.wal");

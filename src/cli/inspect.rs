@@ -29,7 +29,7 @@
 //! `plan`, `compactions`, `processes`, `usage`, `snapshot`) plus `path`,
 //! `valid_bytes`, `last_seq`, `task`, `model`, `provider`, `base_url`,
 //! `tool_signature`, `plan_enabled`, `read_only`, `saved_step`, `messages`,
-//! `format_errors`, `hooks_blocked`, `resumes` and `limits`. `bytes` is the
+//! `format_errors`, `hooks_blocked`, `resumes`, `limits` and `warnings`. `bytes` is the
 //! file's length; `valid_bytes` the length of its valid prefix (equal on a
 //! clean log). `plan` carries `versions`, the number of plan updates seen.
 
@@ -37,6 +37,7 @@ mod human;
 
 use crate::event::{Limits, PlanItem, RunStatus};
 use crate::session::{PendingCall, State, Status};
+use crate::snapshot;
 use crate::store::{self, Store, StoreOptions};
 use crate::wal::reader::{self, ScanReport};
 use anyhow::Context;
@@ -127,6 +128,8 @@ pub struct Report {
     pub hooks_blocked: u64,
     pub resumes: u64,
     pub limits: Limits,
+    /// What the reader noticed beside the log (a damaged snapshot, ...).
+    pub warnings: Vec<String>,
 }
 
 /// The name a status has in the log and in `--json`.
@@ -210,6 +213,7 @@ impl Report {
             hooks_blocked: state.hooks_blocked,
             resumes: state.resumes,
             limits: state.limits.clone(),
+            warnings: Vec::new(),
         }
     }
 }
@@ -240,7 +244,17 @@ pub fn read_report(path: &Path) -> anyhow::Result<Report> {
         seq: s.seq,
         path: s.path.display().to_string(),
     });
-    Ok(Report::new(path, &loaded.state, &loaded.scan, snapshot))
+    let mut report = Report::new(path, &loaded.state, &loaded.scan, snapshot);
+    report.warnings = loaded.warnings;
+    for file in [snapshot::snapshot_path(path), snapshot::backup_path(path)] {
+        if loaded.snapshot.is_none() && file.exists() {
+            report.warnings.push(format!(
+                "{} matches no record of this log (stale or damaged); resume would replay the log",
+                file.display()
+            ));
+        }
+    }
+    Ok(report)
 }
 
 /// `tinyagent log inspect <WAL> [--json]`.

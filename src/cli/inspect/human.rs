@@ -121,6 +121,9 @@ fn header(r: &Report, out: &mut dyn Write) -> io::Result<()> {
         ),
     )?;
     row(out, "limits", &limits(r))?;
+    for w in &r.warnings {
+        row(out, "warning", w)?;
+    }
     row(
         out,
         "events",
