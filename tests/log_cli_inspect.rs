@@ -426,6 +426,13 @@ fn a_file_that_is_not_a_log_is_refused_everywhere() {
     assert_eq!(repair_of(&path).0, 2);
     assert_eq!(fs::read(&path).unwrap(), body);
 
+    let empty = dir.path().join("empty.wal");
+    fs::write(&empty, b"").unwrap();
+    let (code, line) = verify_of(&empty);
+    assert_eq!(code, 2);
+    assert!(line.contains("empty"), "{line}");
+    assert!(inspect(&empty, true, &mut Vec::new()).is_err());
+
     let missing = dir.path().join("missing.wal");
     let (code, line) = verify_of(&missing);
     assert_eq!(code, 2);

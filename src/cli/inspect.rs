@@ -11,11 +11,12 @@
 //!   being written (its last line may then show as a torn tail for a moment)
 //!   and on a damaged one: it reports what it could read and where reading
 //!   stopped, and returns 0 whenever it could report. It returns an `Err` only
-//!   when the file cannot be read as a log at all (missing, unreadable, or a
-//!   non-empty file without a single valid record): the caller prints that
-//!   error on stderr and exits 2. `--json` prints exactly one JSON object.
+//!   when the file cannot be read as a log at all (missing, unreadable, empty,
+//!   or without a single valid record): the caller prints that error on
+//!   stderr and exits 2. `--json` prints exactly one JSON object.
 //! - `verify` scans every record and writes one line: 0 clean, 1 torn tail
-//!   (resume or `log repair` will cut it), 2 corrupt, unreadable or not a log.
+//!   (resume or `log repair` will cut it), 2 corrupt, unreadable, empty or
+//!   not a log (nothing a resume could open).
 //! - `repair` cuts a torn tail through [`crate::store::Store::open`], which
 //!   keeps the cut bytes in a file beside the log and syncs; it returns 0 when
 //!   the log is clean afterwards (cut or already clean). Corruption is refused
@@ -223,15 +224,20 @@ impl Report {
 pub enum InspectError {
     #[error("{path}: not a tinyagent log (no valid record in its {bytes} bytes)")]
     NotALog { path: String, bytes: u64 },
+    #[error("{path}: empty, the log holds no record")]
+    Empty { path: String },
 }
 
-/// A non-empty file whose very first line is bad is not a log we know how to
-/// read (a trajectory JSON passed by mistake, say).
+/// A file without a single valid record is not a log anyone can resume: an
+/// empty file, or one whose very first line is bad (a trajectory JSON passed
+/// by mistake, say).
 fn not_a_log(path: &Path, scan: &ScanReport) -> Option<InspectError> {
-    (scan.records == 0 && scan.file_len > 0).then(|| InspectError::NotALog {
-        path: path.display().to_string(),
-        bytes: scan.file_len,
-    })
+    let path = path.display().to_string();
+    match (scan.records, scan.file_len) {
+        (0, 0) => Some(InspectError::Empty { path }),
+        (0, bytes) => Some(InspectError::NotALog { path, bytes }),
+        _ => None,
+    }
 }
 
 /// Reads the log (without a lock) and builds its report.
