@@ -26,4 +26,5 @@ pub mod session;
 pub mod snapshot;
 pub mod store;
 pub mod tools;
+pub mod trajectory;
 pub mod wal;

@@ -11,7 +11,7 @@
 mod fold;
 pub mod plan;
 #[cfg(test)]
-mod proptests;
+pub(crate) mod proptests;
 #[cfg(test)]
 pub(crate) mod testkit;
 #[cfg(test)]

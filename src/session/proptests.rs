@@ -177,7 +177,8 @@ fn build(plan_enabled: bool, ops: &[Op]) -> Vec<Event> {
     events
 }
 
-fn run() -> impl Strategy<Value = Vec<Event>> {
+/// Random plausible runs (also used by the trajectory round-trip tests).
+pub(crate) fn run() -> impl Strategy<Value = Vec<Event>> {
     (any::<bool>(), prop::collection::vec(op(), 0..40)).prop_map(|(plan, ops)| build(plan, &ops))
 }
 
