@@ -41,7 +41,6 @@ use crate::session::{PendingCall, State, Status};
 use crate::snapshot;
 use crate::store::{self, Store, StoreOptions};
 use crate::wal::reader::{self, ScanReport};
-use anyhow::Context;
 use serde::Serialize;
 use std::io::Write;
 use std::path::Path;
@@ -242,7 +241,8 @@ fn not_a_log(path: &Path, scan: &ScanReport) -> Option<InspectError> {
 
 /// Reads the log (without a lock) and builds its report.
 pub fn read_report(path: &Path) -> anyhow::Result<Report> {
-    let loaded = store::load(path).with_context(|| format!("cannot read {}", path.display()))?;
+    // The store's errors name the path already.
+    let loaded = store::load(path)?;
     if let Some(e) = not_a_log(path, &loaded.scan) {
         return Err(e.into());
     }
