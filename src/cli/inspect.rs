@@ -76,8 +76,12 @@ pub struct ProcessJson {
     pub pid: u32,
     pub command: String,
     pub step: u64,
-    /// No `process.exited` record for it (yet).
+    /// No `process.exited` record for it (yet) and no resume reported it lost.
     pub running: bool,
+    /// A resume reported it lost (its agent stopped without seeing it exit).
+    pub lost: bool,
+    /// Execution environment (`local`, `sandbox`).
+    pub env: String,
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
 }
@@ -197,7 +201,9 @@ impl Report {
                     pid: p.pid,
                     command: p.command.clone(),
                     step: p.step,
-                    running: p.exited.is_none(),
+                    running: p.is_tracked_running(),
+                    lost: p.lost,
+                    env: p.env.clone(),
                     exit_code: p.exited.as_ref().and_then(|e| e.exit_code),
                     signal: p.exited.as_ref().and_then(|e| e.signal),
                 })
