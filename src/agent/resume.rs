@@ -127,7 +127,7 @@ impl Agent {
 
     fn find_call(&self, id: &str) -> Option<crate::event::ToolCall> {
         self.state()
-            .messages
+            .view
             .iter()
             .rev()
             .flat_map(|m| m.tool_calls.iter())
@@ -158,7 +158,7 @@ impl Agent {
             ));
         }
         let name_of = |id: &str| {
-            s.messages
+            s.view
                 .iter()
                 .flat_map(|m| m.tool_calls.iter())
                 .find(|c| c.id == id)

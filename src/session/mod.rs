@@ -95,8 +95,15 @@ pub struct State {
     /// The `run.started` record (None before it is applied).
     pub run: Option<RunStarted>,
     /// The whole conversation, never compacted: system prompt, task, and every
-    /// message since (assistant turns, tool results, notices).
+    /// message since (assistant turns, tool results, notices). Kept only when
+    /// `keep_history` is set (inspect and export replay the whole log with
+    /// it); the running agent does not keep it, so its state and snapshots
+    /// stay bounded by the compacted view instead of growing with the run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub messages: Vec<Message>,
+    /// Whether `messages` is maintained.
+    #[serde(default = "yes")]
+    pub keep_history: bool,
     /// What the model is sent, minus the pinned plan block: the system prompt
     /// first; after a compaction, the compaction's view follows it.
     pub view: Vec<Message>,
@@ -141,11 +148,26 @@ pub struct CompactionMark {
     pub view_len: usize,
 }
 
+fn yes() -> bool {
+    true
+}
+
+impl State {
+    /// An empty state that does not keep the full history (see `messages`).
+    pub fn without_history() -> State {
+        State {
+            keep_history: false,
+            ..State::default()
+        }
+    }
+}
+
 impl Default for State {
     fn default() -> Self {
         State {
             run: None,
             messages: Vec::new(),
+            keep_history: true,
             view: Vec::new(),
             compacted: false,
             pending: Vec::new(),
