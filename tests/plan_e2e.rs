@@ -529,3 +529,34 @@ fn a_crash_before_the_mirror_is_written_rewrites_it_on_resume() {
     let recs = read_log(&sb.wal());
     assert_eq!(records_of(&recs, "plan.updated").len(), 1);
 }
+
+#[test]
+fn resuming_with_the_plan_setting_changed_is_refused_saying_plan_on() {
+    let sb = Sandbox::new();
+    let server = split_server(vec![MockReply::tool_call("update_plan", v1_args())], vec![]);
+    let mut cmd = sb.run_cmd(&server.base_url(), "plan on");
+    cmd.arg("--plan");
+    crash(cmd, "plan.updated:1");
+    // A log whose recorded tool set is not what `--plan` offers today.
+    let out = log_cmd(
+        "export",
+        &sb.wal(),
+        &["-o", sb.path("t.json").to_str().unwrap()],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let mut doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(sb.path("t.json")).unwrap()).unwrap();
+    assert_eq!(doc["plan_enabled"], true);
+    doc["tool_signature"] = json!("feedfacefeedface");
+    std::fs::write(sb.path("t2.json"), doc.to_string()).unwrap();
+    let mut c = std::process::Command::new(e2e::bin());
+    c.arg("resume").arg(sb.path("t2.json"));
+    let out = output(c);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("feedfacefeedface") && err.contains("plan on"),
+        "{err}"
+    );
+    assert_eq!(server.request_count(), 1, "nothing was sent");
+}

@@ -106,7 +106,10 @@ pub fn tool_names(req: &Value) -> Vec<String> {
 
 /// Step requests (with tools) and summarizer requests (without), in order,
 /// each with its index among all requests.
-pub fn split_requests(all: &[Value]) -> (Vec<(usize, Value)>, Vec<(usize, Value)>) {
+/// Requests with their index among all requests.
+pub type Indexed = Vec<(usize, Value)>;
+
+pub fn split_requests(all: &[Value]) -> (Indexed, Indexed) {
     let mut steps = Vec::new();
     let mut sums = Vec::new();
     for (i, r) in all.iter().enumerate() {
