@@ -117,8 +117,31 @@ fn check_estimates(wal: &std::path::Path, threshold: u64, compaction_works: bool
     before_steps
 }
 
-/// The request's messages match what the fold says the model is sent.
+/// Characters / 4 over what a request sends (contents, call names and
+/// arguments), computed from the request body alone.
+fn sent_estimate(req: &Value) -> u64 {
+    let chars: usize = messages(req)
+        .iter()
+        .map(|m| {
+            content(m).chars().count()
+                + m["tool_calls"].as_array().map_or(0, |calls| {
+                    calls
+                        .iter()
+                        .map(|c| {
+                            c["function"]["name"].as_str().unwrap().chars().count()
+                                + c["function"]["arguments"].as_str().unwrap().chars().count()
+                        })
+                        .sum()
+                })
+        })
+        .sum();
+    (chars as u64).div_ceil(4)
+}
+
+/// The request's messages match what the fold says the model is sent, and
+/// the fold's estimate is the size of what was sent.
 fn same_as_fold(req: &Value, state: &State) {
+    assert_eq!(sent_estimate(req), state.estimate_tokens());
     let sent = messages(req);
     let fold = state.model_messages();
     assert_eq!(sent.len(), fold.len(), "{:#}", req["messages"]);
@@ -152,7 +175,12 @@ fn compaction_summarizes_without_tools_and_the_next_request_is_pinned() {
     assert!(sum.get("tools").is_none() && sum.get("tool_choice").is_none());
     let text: String = messages(sum).iter().map(content).collect();
     assert!(text.contains(TASK));
-    assert!(text.contains(V1), "the plan is given to it: {text}");
+    // The plan itself, not only the update_plan result in the history.
+    let beyond_history = text.replace(&format!("Plan updated to version 1:\n{V1}"), "");
+    assert!(
+        beyond_history.contains(V1),
+        "the plan is given to it: {text}"
+    );
     assert!(text.contains("aaaaaaaa"), "the history is given to it");
     assert!(text.contains("\"look around\""), "the update_plan call too");
     assert!(!text.contains("echo k2"), "the kept tail is not summarized");
@@ -537,4 +565,45 @@ fn a_crash_right_after_the_compaction_record_resumes_compacted() {
     assert!(content(m.last().unwrap()).starts_with("[Resumed]"));
     let recs = read_log(&sb.wal());
     assert_eq!(records_of(&recs, "compaction").len(), 1);
+}
+
+#[test]
+fn without_the_plan_the_compacted_view_has_no_plan_block() {
+    let sb = Sandbox::new();
+    let mut steps = first_steps();
+    steps[0] = MockReply::tool_call("bash", json!({"command": "echo one"}));
+    steps.push(MockReply::text("finished"));
+    let server = split_server(steps, vec![MockReply::text(SUMMARY)]);
+    let ws = std::fs::canonicalize(sb.ws()).unwrap();
+    let prompt = tinyagent::agent::prompt::system_prompt(&ws.display().to_string(), false, false);
+    let at = (prompt.chars().count() as u64).div_ceil(4) + 1400;
+    let mut cmd = sb.run_cmd_cfg(&server.base_url(), TASK, KEEP);
+    cmd.args(["--compact-at", &at.to_string()]);
+    let out = output(cmd);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    server.assert_no_violations();
+    let all = server.requests();
+    let (steps, sums) = split_requests(&all);
+    assert_eq!((steps.len(), sums.len()), (5, 1));
+    assert!(!sums[0].1.to_string().contains("plan"), "no plan to give");
+    for (_, req) in &steps {
+        assert!(plan_blocks(req).is_empty());
+    }
+    let m = messages(&steps[4].1);
+    assert_eq!(m[0]["role"], "system");
+    assert_eq!(content(&m[1]), format!("{SUMMARY_PREFIX}\n{SUMMARY}"));
+    assert_eq!(
+        m[2]["role"], "assistant",
+        "the kept step follows the summary"
+    );
+    assert_eq!(m.len(), 2 + 4);
+    let recs = read_log(&sb.wal());
+    let comps = records_of(&recs, "compaction");
+    assert_eq!(comps.len(), 1);
+    assert_eq!(comps[0].data["plan_version"], 0);
+    assert!(records_of(&recs, "plan.updated").is_empty());
+    let states = check_estimates(&sb.wal(), at, true);
+    for ((_, req), state) in steps.iter().zip(&states) {
+        same_as_fold(req, state);
+    }
 }
