@@ -1,7 +1,9 @@
 //! What resume does to a stopped run before the loop carries on: every pending
 //! call gets a result (re-run when it is a read-only tool, synthesized
 //! otherwise), the interrupted step is saved, lost background processes are
-//! checked, and one `resume` record carries the `[Resumed]` notice.
+//! checked, and one `resume` record carries the `[Resumed]` notice. A plan
+//! update whose `plan.updated` record was lost to the stop is recorded first,
+//! and the `--plan-file` mirror is rewritten from the log.
 
 use super::{Agent, AgentError};
 use crate::event::{Event, Limits, Resume, ToolResult, ToolStarted};
