@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod compact;
+
 use crate::common::{MockReply, MockServer};
 use crate::contract_reader::{self, Rec};
 use serde_json::{Value, json};
