@@ -1,7 +1,9 @@
 //! `State::apply`, the one fold from log records to state, and the views
 //! derived from state: what the model is sent and how big that is.
 
-use super::{CompactionMark, PendingCall, Plan, PlanRevision, ProcessExit, ProcessInfo, State};
+use super::{
+    CompactionMark, PendingCall, Plan, PlanRevision, PlanUpdateDue, ProcessExit, ProcessInfo, State,
+};
 use super::{Status, plan};
 use crate::event::{Event, Message, Role};
 
@@ -21,6 +23,8 @@ impl State {
     /// it makes sense and otherwise ignored).
     pub fn apply(&mut self, event: &Event) {
         self.records = self.records.saturating_add(1);
+        // `plan.updated` directly follows its result; any record clears it.
+        self.plan_update_due = None;
         match event {
             Event::RunStarted(r) => {
                 let start = vec![Message::system(&r.system_prompt), Message::user(&r.task)];
@@ -63,6 +67,12 @@ impl State {
                 let msg = Message::tool(&t.call_id, &t.name, &t.content, t.is_error);
                 self.remember(&msg);
                 self.view.push(msg);
+                if t.name == plan::TOOL_NAME && !t.is_error && !t.interrupted {
+                    self.plan_update_due = Some(PlanUpdateDue {
+                        call_id: t.call_id.clone(),
+                        step: t.step,
+                    });
+                }
                 self.format_errors = if t.format_error {
                     self.format_errors.saturating_add(1)
                 } else {

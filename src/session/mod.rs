@@ -134,6 +134,19 @@ pub struct State {
     /// view was never compacted.
     #[serde(default)]
     pub last_compaction: Option<CompactionMark>,
+    /// A successful `update_plan` result whose `plan.updated` record is not
+    /// in the log: set by that `tool.result`, cleared by the next record.
+    /// Only a crash between the two leaves it set; resume then writes the
+    /// missing record (the model was already told the plan changed).
+    #[serde(default)]
+    pub plan_update_due: Option<PlanUpdateDue>,
+}
+
+/// The `update_plan` call whose `plan.updated` record is missing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanUpdateDue {
+    pub call_id: String,
+    pub step: u64,
 }
 
 /// Where the latest compaction sits in the history, so that a whole-file
@@ -186,6 +199,7 @@ impl Default for State {
             resumes: 0,
             records: 0,
             last_compaction: None,
+            plan_update_due: None,
         }
     }
 }
