@@ -275,6 +275,11 @@ pub struct Compaction {
     /// How many view messages (after the system prompt) this replaced.
     #[serde(default)]
     pub replaced: u64,
+    /// The summarizer answered but gave no summary: the record only carries
+    /// that call's usage and cost (so no cost is lost), and `view` is the
+    /// unchanged view.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub failed: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

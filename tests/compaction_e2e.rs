@@ -152,22 +152,26 @@ fn a_failing_summarizer_leaves_the_run_uncompacted() {
         json!({"command": "echo five"}),
     ));
     steps.push(MockReply::text("finished"));
-    // An error that is not retried, then an empty answer.
-    let server = split_server(steps, vec![MockReply::status(400), MockReply::text("")]);
+    // An error that is not retried; the view then does not grow by a quarter,
+    // so no second attempt is made.
+    let server = split_server(steps, vec![MockReply::status(400)]);
     let out = output(run_cmd(&sb, &server.base_url(), &[]));
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     server.assert_no_violations();
     let err = stderr(&out);
     assert_eq!(
         err.matches("compaction failed").count(),
-        2,
-        "each failure is reported: {err}"
+        1,
+        "the failure is reported: {err}"
     );
-    assert!(err.contains("empty summary"), "{err}");
     assert!(err.contains("uncompacted"), "{err}");
     let all = server.requests();
     let (steps, sums) = split_requests(&all);
-    assert_eq!(sums.len(), 2, "the 400 was not retried");
+    assert_eq!(
+        sums.len(),
+        1,
+        "the 400 was not retried, and not re-tried every step"
+    );
     assert_eq!(steps.len(), 6);
     for (_, req) in &steps {
         assert_eq!(plan_blocks(req).len(), 1);
@@ -189,6 +193,43 @@ fn a_failing_summarizer_leaves_the_run_uncompacted() {
     for ((_, req), state) in steps.iter().zip(&states) {
         same_as_fold(req, state);
     }
+    assert_eq!(inspect(&sb.wal())["compactions"], 0);
+}
+
+#[test]
+fn an_empty_summary_is_recorded_for_its_cost_and_changes_nothing() {
+    let sb = Sandbox::new();
+    let mut steps = first_steps();
+    steps.push(MockReply::text("finished"));
+    let server = split_server(steps, vec![MockReply::text("").with_usage(700, 0)]);
+    let out = output(run_cmd(&sb, &server.base_url(), &[]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    server.assert_no_violations();
+    assert!(stderr(&out).contains("empty summary"), "{}", stderr(&out));
+    let all = server.requests();
+    let (steps, sums) = split_requests(&all);
+    assert_eq!(sums.len(), 1);
+    for (_, req) in &steps {
+        assert_eq!(content(&messages(req)[2]), TASK, "uncompacted view");
+    }
+    let recs = read_log(&sb.wal());
+    let comp = records_of(&recs, "compaction");
+    assert_eq!(comp.len(), 1);
+    assert_eq!(comp[0].data["failed"], true);
+    assert_eq!(comp[0].data["usage"]["input_tokens"], 700);
+    // Its tokens are in the totals (the write-order check sums responses and
+    // compactions against every step.saved).
+    contract_reader::check_write_order(&recs);
+    let saved = records_of(&recs, "step.saved");
+    let last = saved.last().unwrap();
+    let responses: u64 = records_of(&recs, "model.response")
+        .iter()
+        .map(|r| r.data["usage"]["input_tokens"].as_u64().unwrap())
+        .sum();
+    assert_eq!(
+        last.data["usage_total"]["input_tokens"].as_u64().unwrap(),
+        responses + 700
+    );
     assert_eq!(inspect(&sb.wal())["compactions"], 0);
 }
 

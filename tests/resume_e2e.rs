@@ -194,7 +194,7 @@ fn kill_9_during_a_long_bash_call_loses_nothing() {
     ]);
     let mut cmd = sb.run_cmd(&server.base_url(), "long job");
     cmd.args(["--price-in", "1", "--price-out", "2"]);
-    let mut child = cmd.spawn().unwrap();
+    let mut child = cmd.stderr(std::process::Stdio::null()).spawn().unwrap();
     wait_until("the long call to start", || started(&sb, "long"));
     std::thread::sleep(Duration::from_millis(200));
     child.kill().unwrap(); // SIGKILL

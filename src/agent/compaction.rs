@@ -8,7 +8,10 @@
 //! call from its results. The `compaction` record carries the new view, so a
 //! replay reaches exactly the same view. A summarizer that fails or answers
 //! nothing leaves the run uncompacted; no message is ever lost (the full
-//! history stays in the log and in `State::messages`).
+//! history stays in the log). A summarizer that answered without a summary is
+//! still recorded (a `compaction` record marked `failed`, view unchanged) so
+//! its cost is counted; after a failure the next attempt waits until the view
+//! has grown by a quarter.
 
 use super::{Agent, AgentError, cost_of};
 use crate::event::{Compaction, Event, Message, Role};
@@ -73,7 +76,15 @@ impl Agent {
             return Ok(());
         };
         let threshold = run.settings.compact_at.unwrap_or(DEFAULT_THRESHOLD_TOKENS);
-        if self.state().estimate_tokens() <= threshold {
+        let estimate = self.state().estimate_tokens();
+        if estimate <= threshold {
+            return Ok(());
+        }
+        // After a failed attempt, try again only once the view has grown by
+        // a quarter, not on every step.
+        if let Some(failed_at) = self.compaction_backoff
+            && estimate < failed_at + failed_at / 4
+        {
             return Ok(());
         }
         let keep = run.settings.keep_recent.unwrap_or(DEFAULT_KEEP_RECENT);
@@ -110,18 +121,32 @@ impl Agent {
             Err(e) => {
                 self.out
                     .warn(&format!("compaction failed ({e}); continuing uncompacted"));
+                self.compaction_backoff = Some(estimate);
                 return Ok(());
             }
         };
         let summary = reply.message.content.trim().to_string();
+        let cost = cost_of(&reply.usage, self.price_in, self.price_out);
         if summary.is_empty() {
             self.out
                 .warn("compaction failed (empty summary); continuing uncompacted");
+            self.compaction_backoff = Some(estimate);
+            // The call still cost something: record it without changing the view.
+            let ev = Event::Compaction(Compaction {
+                step: self.state().step,
+                summary,
+                view: view[1..].to_vec(),
+                plan_version: self.state().plan.as_ref().map_or(0, |p| p.version),
+                usage: reply.usage,
+                cost_usd: cost,
+                replaced: 0,
+                failed: true,
+            });
+            self.append(ev)?;
             return Ok(());
         }
         let mut new_view = vec![Message::user(format!("{SUMMARY_PREFIX}\n{summary}"))];
         new_view.extend_from_slice(&view[split..]);
-        let cost = cost_of(&reply.usage, self.price_in, self.price_out);
         let ev = Event::Compaction(Compaction {
             step: self.state().step,
             summary,
@@ -130,6 +155,7 @@ impl Agent {
             usage: reply.usage,
             cost_usd: cost,
             replaced: (split - 1) as u64,
+            failed: false,
         });
         self.append(ev)?;
         Ok(())

@@ -74,6 +74,8 @@ pub struct Agent {
     plan_file: Option<PathBuf>,
     crash: Option<CrashPoint>,
     timing: Timing,
+    /// Estimate at which the last compaction attempt failed.
+    compaction_backoff: Option<u64>,
 }
 
 /// Where the time of this process's part of the run went: the agent's own
@@ -151,6 +153,7 @@ impl Agent {
             plan_file: run.settings.plan_file.as_ref().map(PathBuf::from),
             crash: CrashPoint::from_env(),
             timing: Timing::default(),
+            compaction_backoff: None,
             store: parts.store,
             tools: parts.tools,
             provider: parts.provider,

@@ -171,6 +171,8 @@ impl Output {
                     indent(&crate::session::plan::render(Some(&plan)))
                 ));
             }
+            Event::Compaction(c) if c.failed => self
+                .say("  the summarizer gave no summary: nothing compacted (its cost is recorded)"),
             Event::Compaction(c) => self.say(&format!(
                 "  compacted {} messages into a summary ({} kept)",
                 c.replaced,

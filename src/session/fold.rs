@@ -95,6 +95,10 @@ impl State {
             Event::Compaction(c) => {
                 self.usage.add(&c.usage);
                 self.cost_usd += c.cost_usd;
+                if c.failed {
+                    // Only the summarizer's cost: the view is unchanged.
+                    return;
+                }
                 let mut view = Vec::with_capacity(c.view.len() + 1);
                 view.push(self.system_message());
                 view.extend(c.view.iter().cloned());

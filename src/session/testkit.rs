@@ -119,6 +119,7 @@ pub fn compaction(
         },
         cost_usd: cost,
         replaced: 0,
+        failed: false,
     })
 }
 

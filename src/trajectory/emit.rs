@@ -122,6 +122,7 @@ impl Emitter {
             usage,
             cost_usd,
             replaced: 0,
+            failed: false,
         }));
     }
 }
