@@ -71,6 +71,7 @@ impl Agent {
                     interrupted: false,
                     format_error: outcome.format_error,
                     rerun: true,
+                    hooks: Vec::new(),
                 }))?;
                 rerun.push(call.id.clone());
                 continue;
@@ -91,6 +92,7 @@ impl Agent {
                 interrupted: true,
                 format_error: false,
                 rerun: false,
+                hooks: Vec::new(),
             }))?;
         }
         let s = self.state();
