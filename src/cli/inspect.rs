@@ -29,7 +29,8 @@
 //! `plan`, `compactions`, `processes`, `usage`, `snapshot`) plus `path`,
 //! `valid_bytes`, `last_seq`, `task`, `model`, `provider`, `base_url`,
 //! `tool_signature`, `plan_enabled`, `read_only`, `saved_step`, `messages`,
-//! `format_errors`, `hooks_blocked`, `resumes` and `limits`. `bytes` is the
+//! `format_errors`, `hooks_blocked`, `hooks` (counts of hook runs by outcome
+//! and the latest runs), `resumes` and `limits`. `bytes` is the
 //! file's length; `valid_bytes` the length of its valid prefix (equal on a
 //! clean log). `plan` carries `versions`, the number of plan updates seen.
 
@@ -94,6 +95,58 @@ pub struct SnapshotJson {
     pub path: String,
 }
 
+/// One hook run, from the `hooks` member of a `tool.result`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HookRunJson {
+    pub step: u64,
+    pub call_id: String,
+    pub tool: String,
+    pub hook: String,
+    pub outcome: String,
+    pub detail: Option<String>,
+}
+
+/// Hook runs over the whole log: counts by outcome and the latest runs.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct HooksJson {
+    pub runs: u64,
+    pub allow: u64,
+    pub block: u64,
+    pub failed: u64,
+    /// The last [`HooksJson::RECENT`] runs, oldest first.
+    pub recent: Vec<HookRunJson>,
+}
+
+impl HooksJson {
+    pub const RECENT: usize = 5;
+
+    /// Counts the hook runs a record lists.
+    pub fn add(&mut self, event: &crate::event::Event) {
+        let crate::event::Event::ToolResult(r) = event else {
+            return;
+        };
+        for run in &r.hooks {
+            self.runs += 1;
+            match run.outcome.as_str() {
+                "allow" => self.allow += 1,
+                "block" => self.block += 1,
+                _ => self.failed += 1,
+            }
+            if self.recent.len() == Self::RECENT {
+                self.recent.remove(0);
+            }
+            self.recent.push(HookRunJson {
+                step: r.step,
+                call_id: r.call_id.clone(),
+                tool: r.name.clone(),
+                hook: run.hook.clone(),
+                outcome: run.outcome.clone(),
+                detail: run.detail.clone(),
+            });
+        }
+    }
+}
+
 /// What `log inspect` reports (serialised as is for `--json`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Report {
@@ -125,6 +178,8 @@ pub struct Report {
     pub messages: usize,
     pub format_errors: u32,
     pub hooks_blocked: u64,
+    /// Hook runs recorded in `tool.result` records.
+    pub hooks: HooksJson,
     pub resumes: u64,
     pub limits: Limits,
 }
@@ -208,6 +263,7 @@ impl Report {
             messages: state.messages.len(),
             format_errors: state.format_errors,
             hooks_blocked: state.hooks_blocked,
+            hooks: HooksJson::default(),
             resumes: state.resumes,
             limits: state.limits.clone(),
         }
@@ -240,7 +296,13 @@ pub fn read_report(path: &Path) -> anyhow::Result<Report> {
         seq: s.seq,
         path: s.path.display().to_string(),
     });
-    Ok(Report::new(path, &loaded.state, &loaded.scan, snapshot))
+    let mut report = Report::new(path, &loaded.state, &loaded.scan, snapshot);
+    // Hook runs are not part of the folded state: count them in one more pass.
+    let mut hooks = HooksJson::default();
+    reader::scan(path, None, |f, _| hooks.add(&f.event))
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    report.hooks = hooks;
+    Ok(report)
 }
 
 /// `tinyagent log inspect <WAL> [--json]`.

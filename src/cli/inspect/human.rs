@@ -11,7 +11,7 @@ pub fn group(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -128,7 +128,36 @@ fn header(r: &Report, out: &mut dyn Write) -> io::Result<()> {
             "{} compactions, {} hooks blocked, {} resumes, {} format errors in a row",
             r.compactions, r.hooks_blocked, r.resumes, r.format_errors
         ),
-    )
+    )?;
+    hooks(r, out)
+}
+
+fn hooks(r: &Report, out: &mut dyn Write) -> io::Result<()> {
+    let h = &r.hooks;
+    if h.runs == 0 {
+        return Ok(());
+    }
+    row(
+        out,
+        "hooks",
+        &format!(
+            "{} runs: {} allowed, {} blocked, {} failed",
+            h.runs, h.allow, h.block, h.failed
+        ),
+    )?;
+    for run in &h.recent {
+        let detail = run
+            .detail
+            .as_deref()
+            .map(|d| format!(": {}", short(d, 60)))
+            .unwrap_or_default();
+        writeln!(
+            out,
+            "{:<10}   step {} {} {} {} -> {}{detail}",
+            "", run.step, run.call_id, run.tool, run.hook, run.outcome
+        )?;
+    }
+    Ok(())
 }
 
 fn pending(r: &Report, out: &mut dyn Write) -> io::Result<()> {
