@@ -18,20 +18,15 @@
 //! tool result, and so into the log. [`HideVars`] wraps any environment to
 //! hide more names (e.g. a key variable chosen with `--api-key-env`).
 //!
-//! # A container environment
+//! # The seam
 //!
-//! A `ContainerEnv { engine: "docker" | "podman", container: String }` would
-//! return `ENGINE exec -i -w WORKSPACE CONTAINER bash -c SCRIPT` from
-//! [`ExecEnv::command`] and `"container"` from [`ExecEnv::kind`]; the loop, the
-//! bash tool and the process table stay as they are. Two differences matter:
-//! killing the local `docker exec` client does not kill the command inside
-//! the container, so such an environment also needs a way to kill inside it
-//! (`ENGINE exec CONTAINER kill -KILL -- -PGID`, with the script started under
-//! `setsid` and printing its pgid first), and on resume the container may
-//! still be running the processes a crashed agent started, so the orphan
-//! check asks the container (`ENGINE exec CONTAINER kill -0 PID`) rather than
-//! the host's `/proc`. Those would become extra trait methods with the local
-//! behaviour as their default.
+//! Besides building commands, an environment checks at start that commands
+//! can run at all ([`ExecEnv::check`]) and answers resume's orphan check
+//! ([`ExecEnv::process_alive`]); both have the host's behaviour as default.
+//! `docs/environments.md` describes the environments and how a container
+//! environment (`docker`/`podman exec` into a named container, whose
+//! processes may outlive the agent) would slot in: a `kill` method and a
+//! `process_alive` that asks the container instead of the host's `/proc`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
