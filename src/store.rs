@@ -408,6 +408,12 @@ impl Store {
         saved
     }
 
+    /// What the log writer did so far (appends, bytes, time in write and
+    /// fdatasync).
+    pub fn io_stats(&self) -> crate::wal::writer::IoStats {
+        self.writer.stats()
+    }
+
     /// Stops the compactor (it writes a final snapshot when records are
     /// uncovered) and releases the lock.
     pub fn close(self) -> Result<(), StoreError> {

@@ -121,6 +121,9 @@ fn header(r: &Report, out: &mut dyn Write) -> io::Result<()> {
         ),
     )?;
     row(out, "limits", &limits(r))?;
+    for w in &r.warnings {
+        row(out, "warning", w)?;
+    }
     row(
         out,
         "events",
@@ -247,6 +250,7 @@ fn processes(r: &Report, out: &mut dyn Write) -> io::Result<()> {
     for p in &r.processes {
         let state = match (p.running, p.exit_code, p.signal) {
             (true, _, _) => "running".to_string(),
+            (false, None, None) if p.lost => "lost".to_string(),
             (false, Some(code), _) => format!("exited {code}"),
             (false, None, Some(sig)) => format!("signal {sig}"),
             (false, None, None) => "exited".to_string(),
