@@ -235,7 +235,8 @@ fn inspect_json_on_a_clean_crashed_log_reports_the_contract_members() {
             "compactions": 0,
             "processes": [{
                 "id": "p1", "pid": 4242, "command": "sleep 100", "step": 2,
-                "running": true, "exit_code": null, "signal": null
+                "running": true, "lost": false, "env": "local",
+                "exit_code": null, "signal": null
             }],
             "usage": {"input_tokens": 300, "output_tokens": 50, "cost_usd": 0.75},
             "snapshot": null

@@ -589,16 +589,22 @@ impl Agent {
             note,
             diff,
         }))?;
-        if let (Some(path), Some(current)) = (self.plan_file.clone(), self.state().plan.as_ref()) {
+        self.write_plan_file();
+        Ok(())
+    }
+
+    /// Rewrites the `--plan-file` mirror (atomically) from the current plan.
+    /// A failure is a warning: the mirror is never read back.
+    fn write_plan_file(&self) {
+        if let (Some(path), Some(current)) = (self.plan_file.as_ref(), self.state().plan.as_ref()) {
             let text = plan::to_markdown(current);
-            if let Err(e) = crate::fsutil::atomic_write(&path, text.as_bytes()) {
+            if let Err(e) = crate::fsutil::atomic_write(path, text.as_bytes()) {
                 self.out.warn(&format!(
                     "could not write plan file {}: {e}",
                     path.display()
                 ));
             }
         }
-        Ok(())
     }
 }
 
