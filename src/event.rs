@@ -232,6 +232,21 @@ pub struct ToolResult {
     /// A read-only call re-run on resume (its first run was interrupted).
     #[serde(default, skip_serializing_if = "is_false")]
     pub rerun: bool,
+    /// The hooks that ran for this call, in order (empty when none is set).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hooks: Vec<HookRun>,
+}
+
+/// One hook run for a call, as recorded in its `tool.result`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HookRun {
+    /// `pre_tool` or `post_tool`.
+    pub hook: String,
+    /// `allow`, `block` or `failed`.
+    pub outcome: String,
+    /// The block reason, the failure, or the feedback the hook gave.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -70,6 +70,7 @@ fn result(step: u64, id: &str, name: &str, content: &str) -> Event {
         interrupted: false,
         format_error: false,
         rerun: false,
+        hooks: Vec::new(),
     })
 }
 

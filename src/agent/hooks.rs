@@ -15,7 +15,8 @@
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// Default time a hook may take.
@@ -75,44 +76,32 @@ pub fn run_hook(
             let _ = stdin.write_all(input.as_bytes());
         }
     });
-    let mut stdout = child.stdout.take();
-    let mut stderr = child.stderr.take();
-    let out_reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        if let Some(o) = stdout.as_mut() {
-            let _ = o.take(1 << 20).read_to_string(&mut s);
-        }
-        s
-    });
-    let err_reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        if let Some(e) = stderr.as_mut() {
-            let _ = e.take(1 << 20).read_to_string(&mut s);
-        }
-        s
-    });
+    let out_rx = read_pipe(child.stdout.take());
+    let err_rx = read_pipe(child.stderr.take());
     let deadline = Instant::now() + timeout;
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break Some(status),
             Ok(None) if Instant::now() >= deadline => {
-                let _ = nix::sys::signal::killpg(
-                    nix::unistd::Pid::from_raw(child.id() as i32),
-                    nix::sys::signal::Signal::SIGKILL,
-                );
+                kill_group(&child);
                 let _ = child.wait();
                 break None;
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(5)),
             Err(e) => {
+                kill_group(&child);
+                let _ = child.wait();
                 return HookOutcome::Failed {
                     error: format!("hook `{command}`: {e}"),
                 };
             }
         }
     };
-    let out = out_reader.join().unwrap_or_default();
-    let err = err_reader.join().unwrap_or_default();
+    // A hook may leave a child behind that holds its output open: wait for
+    // the pipes only until the deadline, then kill what is left of its
+    // process group and take what was read.
+    let out = collect(&out_rx, deadline, &child);
+    let err = collect(&err_rx, deadline, &child);
     let Some(status) = status else {
         return HookOutcome::Failed {
             error: format!(
@@ -140,6 +129,56 @@ pub fn run_hook(
             error: format!("hook `{command}` was killed by a signal"),
         },
     }
+}
+
+/// Reads a pipe to its end (at most 1 MiB) on a thread; the text arrives on
+/// the returned channel.
+fn read_pipe(pipe: Option<impl Read + Send + 'static>) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut s = String::new();
+        if let Some(p) = pipe {
+            let mut bytes = Vec::new();
+            let _ = p.take(1 << 20).read_to_end(&mut bytes);
+            s = String::from_utf8_lossy(&bytes).into_owned();
+        }
+        let _ = tx.send(s);
+    });
+    rx
+}
+
+/// What a reader thread read, waiting for it until `deadline` (then killing
+/// the hook's process group and waiting a moment more).
+fn collect(rx: &mpsc::Receiver<String>, deadline: Instant, child: &Child) -> String {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if let Ok(s) = rx.recv_timeout(left) {
+        return s;
+    }
+    kill_group(child);
+    rx.recv_timeout(Duration::from_millis(200))
+        .unwrap_or_default()
+}
+
+fn kill_group(child: &Child) {
+    if let Ok(pid) = i32::try_from(child.id()) {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}
+
+/// Most of a hook's text kept in a log record.
+pub const DETAIL_LIMIT: usize = 2000;
+
+/// `s` cut to [`DETAIL_LIMIT`] characters (with a note when cut).
+pub fn clip(s: &str) -> String {
+    if s.chars().count() <= DETAIL_LIMIT {
+        return s.to_string();
+    }
+    let mut out: String = s.chars().take(DETAIL_LIMIT).collect();
+    out.push_str("… [cut]");
+    out
 }
 
 fn non_empty(s: &str) -> Option<&str> {
@@ -252,6 +291,36 @@ mod tests {
             HookOutcome::Allow {
                 feedback: Some("saw-it".into())
             }
+        );
+    }
+
+    #[test]
+    fn a_child_left_holding_the_output_does_not_hang_the_hook() {
+        // The background sleep keeps stdout open after the hook exits; the
+        // hook still ends by its deadline with what it printed.
+        let o = run_hook(
+            "sleep 60 & echo early",
+            &json!({}),
+            std::path::Path::new("."),
+            Duration::from_millis(300),
+        );
+        assert_eq!(
+            o,
+            HookOutcome::Allow {
+                feedback: Some("early".into())
+            }
+        );
+    }
+
+    #[test]
+    fn clip_keeps_short_text_and_cuts_long_text() {
+        assert_eq!(clip("short"), "short");
+        let long = "é".repeat(DETAIL_LIMIT + 10);
+        let cut = clip(&long);
+        assert!(cut.ends_with("… [cut]"));
+        assert_eq!(
+            cut.chars().count(),
+            DETAIL_LIMIT + "… [cut]".chars().count()
         );
     }
 }

@@ -14,7 +14,7 @@ pub mod prompt;
 pub mod resume;
 
 use crate::event::{
-    Event, HookBlocked, ModelResponse, PlanUpdated, ProcessExited, RunFinished, RunStatus,
+    Event, HookBlocked, HookRun, ModelResponse, PlanUpdated, ProcessExited, RunFinished, RunStatus,
     StepSaved, ToolCall, ToolResult, ToolStarted, Usage,
 };
 use crate::model::{ModelRequest, Provider, Purpose};
@@ -48,6 +48,13 @@ impl AgentError {
             AgentError::Refused(_) => 2,
         }
     }
+}
+
+/// What the pre hook said about a call.
+struct PreHook {
+    run: HookRun,
+    /// `Some(reason)` when the call must not run.
+    blocked: Option<String>,
 }
 
 /// Settings that are not part of the log.
@@ -371,27 +378,35 @@ impl Agent {
     }
 
     /// One call: [pre hook] -> `tool.started` -> run -> [post hook] ->
-    /// `tool.result` (-> `plan.updated`).
+    /// `tool.result` (-> `plan.updated`). The result lists the hook runs.
     async fn run_call(&mut self, step: u64, call: &ToolCall) -> Result<(), AgentError> {
-        if let Some(reason) = self.pre_hook(step, call) {
-            self.append(Event::HookBlocked(HookBlocked {
-                step,
-                call_id: call.id.clone(),
-                hook: "pre_tool".into(),
-                reason: reason.clone(),
-            }))?;
-            self.append(Event::ToolResult(ToolResult {
-                step,
-                call_id: call.id.clone(),
-                name: call.name.clone(),
-                content: format!("[blocked by the pre_tool hook: {reason}] The call was not run."),
-                is_error: true,
-                interrupted: false,
-                format_error: false,
-                rerun: false,
-            }))?;
-            self.checkpoint_event(step);
-            return Ok(());
+        let mut runs = Vec::new();
+        if let Some(pre) = self.pre_hook(step, call) {
+            let blocked = pre.blocked.clone();
+            runs.push(pre.run);
+            if let Some(reason) = blocked {
+                self.append(Event::HookBlocked(HookBlocked {
+                    step,
+                    call_id: call.id.clone(),
+                    hook: "pre_tool".into(),
+                    reason: reason.clone(),
+                }))?;
+                self.append(Event::ToolResult(ToolResult {
+                    step,
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    content: format!(
+                        "[blocked by the pre_tool hook: {reason}] The call was not run."
+                    ),
+                    is_error: true,
+                    interrupted: false,
+                    format_error: false,
+                    rerun: false,
+                    hooks: runs,
+                }))?;
+                self.checkpoint_event(step);
+                return Ok(());
+            }
         }
         self.append(Event::ToolStarted(ToolStarted {
             step,
@@ -402,9 +417,12 @@ impl Agent {
         for record in std::mem::take(&mut outcome.records) {
             self.append(record)?;
         }
-        if let Some(feedback) = self.post_hook(step, call, &outcome) {
-            outcome.content.push_str("\n\n[post_tool hook]\n");
-            outcome.content.push_str(&feedback);
+        if let Some((run, feedback)) = self.post_hook(step, call, &outcome) {
+            runs.push(run);
+            if let Some(feedback) = feedback {
+                outcome.content.push_str("\n\n[post_tool hook]\n");
+                outcome.content.push_str(&feedback);
+            }
         }
         self.append(Event::ToolResult(ToolResult {
             step,
@@ -415,6 +433,7 @@ impl Agent {
             interrupted: false,
             format_error: outcome.format_error,
             rerun: false,
+            hooks: runs,
         }))?;
         if let Some((items, note)) = outcome.plan_update {
             self.update_plan(step, items, note)?;
@@ -470,7 +489,9 @@ impl Agent {
         )
     }
 
-    fn report_hook(&self, hook: &str, call: &ToolCall, outcome: &hooks::HookOutcome) {
+    /// Reports a hook run on `--json` (and a failure on stderr) and gives
+    /// the record of it that goes into the call's `tool.result`.
+    fn report_hook(&self, hook: &str, call: &ToolCall, outcome: &hooks::HookOutcome) -> HookRun {
         let detail = match outcome {
             hooks::HookOutcome::Allow { feedback } => feedback.clone(),
             hooks::HookOutcome::Block { reason } => Some(reason.clone()),
@@ -484,29 +505,41 @@ impl Agent {
         if let hooks::HookOutcome::Failed { error } = outcome {
             self.out.warn(error);
         }
+        HookRun {
+            hook: hook.to_string(),
+            outcome: outcome.label().to_string(),
+            detail: detail.map(|d| hooks::clip(&d)),
+        }
     }
 
-    /// Runs the pre hook; `Some(reason)` when the call must not run.
-    fn pre_hook(&self, step: u64, call: &ToolCall) -> Option<String> {
+    /// Runs the pre hook, if one is set.
+    fn pre_hook(&self, step: u64, call: &ToolCall) -> Option<PreHook> {
         let (pre, _, timeout, block_on_failure) = self.hook_settings();
         let command = pre?;
         let input = self.hook_input(step, call, "pre_tool");
         let outcome = tokio::task::block_in_place(|| {
             hooks::run_hook(&command, &input, &self.workspace, timeout)
         });
-        self.report_hook("pre_tool", call, &outcome);
-        match outcome {
+        let run = self.report_hook("pre_tool", call, &outcome);
+        let blocked = match outcome {
             hooks::HookOutcome::Allow { .. } => None,
             hooks::HookOutcome::Block { reason } => Some(reason),
             hooks::HookOutcome::Failed { error } if block_on_failure => Some(format!(
                 "the hook failed and hooks.on_failure is block: {error}"
             )),
             hooks::HookOutcome::Failed { .. } => None,
-        }
+        };
+        Some(PreHook { run, blocked })
     }
 
-    /// Runs the post hook; returns feedback to append to the result.
-    fn post_hook(&self, step: u64, call: &ToolCall, outcome: &ToolOutcome) -> Option<String> {
+    /// Runs the post hook, if one is set; gives its run and the feedback to
+    /// append to the result.
+    fn post_hook(
+        &self,
+        step: u64,
+        call: &ToolCall,
+        outcome: &ToolOutcome,
+    ) -> Option<(HookRun, Option<String>)> {
         let (_, post, timeout, _) = self.hook_settings();
         let command = post?;
         let mut input = self.hook_input(step, call, "post_tool");
@@ -514,12 +547,13 @@ impl Agent {
         let ran = tokio::task::block_in_place(|| {
             hooks::run_hook(&command, &input, &self.workspace, timeout)
         });
-        self.report_hook("post_tool", call, &ran);
-        match ran {
+        let run = self.report_hook("post_tool", call, &ran);
+        let feedback = match ran {
             hooks::HookOutcome::Allow { feedback } => feedback,
             hooks::HookOutcome::Block { reason } => Some(format!("objection: {reason}")),
             hooks::HookOutcome::Failed { error } => Some(format!("the hook failed: {error}")),
-        }
+        };
+        Some((run, feedback))
     }
 
     /// Runs a tool on this thread (tools are synchronous).

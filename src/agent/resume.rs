@@ -32,12 +32,11 @@ pub struct StopInfo {
     pub message: Option<String>,
 }
 
-/// Is `pid` still the process that was recorded (same start time)?
+/// Is `pid` still the process that was recorded (same start time, not a
+/// zombie)? The host's view; [`crate::tools::ExecEnv::process_alive`] is the
+/// environment's.
 pub fn process_alive(info: &ProcessInfo) -> bool {
-    match crate::tools::proc_start_time(info.pid) {
-        Some(now) => info.start_time.is_none_or(|t| t == now),
-        None => false,
-    }
+    crate::tools::env::host_process_alive(info.pid, info.start_time)
 }
 
 impl Agent {
@@ -76,6 +75,7 @@ impl Agent {
                     interrupted: false,
                     format_error: outcome.format_error,
                     rerun: true,
+                    hooks: Vec::new(),
                 }))?;
                 rerun.push(call.id.clone());
                 continue;
@@ -96,6 +96,7 @@ impl Agent {
                 interrupted: true,
                 format_error: false,
                 rerun: false,
+                hooks: Vec::new(),
             }))?;
         }
         let s = self.state();
@@ -114,7 +115,7 @@ impl Agent {
             self.out.event(
                 "resume.process_lost",
                 json!({ "id": p.id, "pid": p.pid, "cmd": p.command, "env": p.env,
-                        "still_running": process_alive(p) }),
+                        "still_running": self.env.process_alive(p.pid, p.start_time) }),
             );
         }
         let notice = self.notice(&stop, &interrupted, &not_run, &rerun, &lost);
@@ -213,7 +214,7 @@ impl Agent {
         if !lost.is_empty() {
             n.push_str("Background processes from before the stop are no longer tracked:\n");
             for p in lost {
-                let state = if process_alive(p) {
+                let state = if self.env.process_alive(p.pid, p.start_time) {
                     format!(
                         "still running as an orphan (pid {}); kill it with `kill -- -{}` if it is not needed",
                         p.pid, p.pid

@@ -138,6 +138,7 @@ impl SyntheticRun {
                 interrupted: false,
                 format_error: false,
                 rerun: false,
+                hooks: Vec::new(),
             }));
             events.push(Event::StepSaved(StepSaved {
                 step,
@@ -158,6 +159,7 @@ impl SyntheticRun {
             interrupted: false,
             format_error: false,
             rerun: false,
+            hooks: Vec::new(),
         });
         SyntheticRun {
             events,

@@ -30,7 +30,8 @@
 //! `plan`, `compactions`, `processes`, `usage`, `snapshot`) plus `path`,
 //! `valid_bytes`, `last_seq`, `task`, `model`, `provider`, `base_url`,
 //! `tool_signature`, `plan_enabled`, `read_only`, `saved_step`, `messages`,
-//! `format_errors`, `hooks_blocked`, `resumes`, `limits` and `warnings`. `bytes` is the
+//! `format_errors`, `hooks_blocked`, `hooks` (counts of hook runs by outcome
+//! and the latest runs), `resumes`, `limits` and `warnings`. `bytes` is the
 //! file's length; `valid_bytes` the length of its valid prefix (equal on a
 //! clean log). `plan` carries `versions`, the number of plan updates seen.
 
@@ -99,6 +100,58 @@ pub struct SnapshotJson {
     pub path: String,
 }
 
+/// One hook run, from the `hooks` member of a `tool.result`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HookRunJson {
+    pub step: u64,
+    pub call_id: String,
+    pub tool: String,
+    pub hook: String,
+    pub outcome: String,
+    pub detail: Option<String>,
+}
+
+/// Hook runs over the whole log: counts by outcome and the latest runs.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct HooksJson {
+    pub runs: u64,
+    pub allow: u64,
+    pub block: u64,
+    pub failed: u64,
+    /// The last [`HooksJson::RECENT`] runs, oldest first.
+    pub recent: Vec<HookRunJson>,
+}
+
+impl HooksJson {
+    pub const RECENT: usize = 5;
+
+    /// Counts the hook runs a record lists.
+    pub fn add(&mut self, event: &crate::event::Event) {
+        let crate::event::Event::ToolResult(r) = event else {
+            return;
+        };
+        for run in &r.hooks {
+            self.runs += 1;
+            match run.outcome.as_str() {
+                "allow" => self.allow += 1,
+                "block" => self.block += 1,
+                _ => self.failed += 1,
+            }
+            if self.recent.len() == Self::RECENT {
+                self.recent.remove(0);
+            }
+            self.recent.push(HookRunJson {
+                step: r.step,
+                call_id: r.call_id.clone(),
+                tool: r.name.clone(),
+                hook: run.hook.clone(),
+                outcome: run.outcome.clone(),
+                detail: run.detail.clone(),
+            });
+        }
+    }
+}
+
 /// What `log inspect` reports (serialised as is for `--json`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Report {
@@ -130,6 +183,8 @@ pub struct Report {
     pub messages: usize,
     pub format_errors: u32,
     pub hooks_blocked: u64,
+    /// Hook runs recorded in `tool.result` records.
+    pub hooks: HooksJson,
     pub resumes: u64,
     pub limits: Limits,
     /// What the reader noticed beside the log (a damaged snapshot, ...).
@@ -217,6 +272,7 @@ impl Report {
             messages: state.messages.len(),
             format_errors: state.format_errors,
             hooks_blocked: state.hooks_blocked,
+            hooks: HooksJson::default(),
             resumes: state.resumes,
             limits: state.limits.clone(),
             warnings: Vec::new(),
@@ -257,6 +313,10 @@ pub fn read_report(path: &Path) -> anyhow::Result<Report> {
         path: s.path.display().to_string(),
     });
     let mut report = Report::new(path, &loaded.state, &loaded.scan, snapshot);
+    // Hook runs are not part of the folded state: count them in one more pass.
+    let mut hooks = HooksJson::default();
+    reader::scan(path, None, |f, _| hooks.add(&f.event))?;
+    report.hooks = hooks;
     report.warnings = loaded.warnings;
     for file in [snapshot::snapshot_path(path), snapshot::backup_path(path)] {
         if loaded.snapshot.is_none() && file.exists() {

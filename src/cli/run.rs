@@ -239,6 +239,8 @@ pub fn exec_env(run: &RunStarted) -> Result<Box<dyn ExecEnv>, CliError> {
         crate::tools::EnvError::UnknownKind(_) => refuse(e.to_string()),
         _ => CliError::new(1, e.to_string()),
     })?;
+    env.check(Path::new(&run.settings.cwd))
+        .map_err(|e| CliError::new(1, e.to_string()))?;
     Ok(match &run.settings.api_key_env {
         Some(var) => Box::new(HideVars {
             inner: env,

@@ -78,6 +78,7 @@ fn build(plan_enabled: bool, ops: &[Op]) -> Vec<Event> {
                     interrupted: true,
                     format_error: false,
                     rerun: false,
+                    hooks: Vec::new(),
                 }));
                 recent.push(Message::tool(&id, &name, "[interrupted]", true));
             }

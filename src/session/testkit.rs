@@ -70,6 +70,7 @@ pub fn result(step: u64, id: &str, name: &str, content: &str, format_error: bool
         interrupted: false,
         format_error,
         rerun: false,
+        hooks: Vec::new(),
     })
 }
 

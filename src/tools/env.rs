@@ -18,20 +18,15 @@
 //! tool result, and so into the log. [`HideVars`] wraps any environment to
 //! hide more names (e.g. a key variable chosen with `--api-key-env`).
 //!
-//! # A container environment
+//! # The seam
 //!
-//! A `ContainerEnv { engine: "docker" | "podman", container: String }` would
-//! return `ENGINE exec -i -w WORKSPACE CONTAINER bash -c SCRIPT` from
-//! [`ExecEnv::command`] and `"container"` from [`ExecEnv::kind`]; the loop, the
-//! bash tool and the process table stay as they are. Two differences matter:
-//! killing the local `docker exec` client does not kill the command inside
-//! the container, so such an environment also needs a way to kill inside it
-//! (`ENGINE exec CONTAINER kill -KILL -- -PGID`, with the script started under
-//! `setsid` and printing its pgid first), and on resume the container may
-//! still be running the processes a crashed agent started, so the orphan
-//! check asks the container (`ENGINE exec CONTAINER kill -0 PID`) rather than
-//! the host's `/proc`. Those would become extra trait methods with the local
-//! behaviour as their default.
+//! Besides building commands, an environment checks at start that commands
+//! can run at all ([`ExecEnv::check`]) and answers resume's orphan check
+//! ([`ExecEnv::process_alive`]); both have the host's behaviour as default.
+//! `docs/environments.md` describes the environments and how a container
+//! environment (`docker`/`podman exec` into a named container, whose
+//! processes may outlive the agent) would slot in: a `kill` method and a
+//! `process_alive` that asks the container instead of the host's `/proc`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -44,6 +39,41 @@ pub trait ExecEnv: Send + Sync {
     /// The command that runs `script` with bash in `workspace`. The caller sets
     /// stdio and the process group.
     fn command(&self, script: &str, workspace: &Path) -> Command;
+    /// Checks, before a run starts, that commands can run here at all.
+    fn check(&self, _workspace: &Path) -> Result<(), EnvError> {
+        Ok(())
+    }
+    /// Whether a process this environment started, recorded in
+    /// `process.started` with `pid` and `start_time`, is still running. Used
+    /// by resume for the orphan check. Local and sandbox processes are host
+    /// processes (the sandbox's pid is bubblewrap's, seen from the host).
+    fn process_alive(&self, pid: u32, start_time: Option<u64>) -> bool {
+        host_process_alive(pid, start_time)
+    }
+}
+
+/// Whether host process `pid` is running and is the one recorded (same start
+/// time, when one was recorded). A zombie (exited, not yet reaped) is not
+/// running.
+pub fn host_process_alive(pid: u32, start_time: Option<u64>) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // Field 2 (the name) may hold spaces and parentheses: count from the last
+    // ')'. Then field 3 (state) ... field 22 (start time).
+    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+        return false;
+    };
+    let mut fields = rest.split_whitespace();
+    if matches!(fields.next(), Some("Z" | "X" | "x") | None) {
+        return false;
+    }
+    let now: Option<u64> = fields.nth(22 - 4).and_then(|f| f.parse().ok());
+    match (start_time, now) {
+        (Some(recorded), Some(now)) => recorded == now,
+        (None, _) => true,
+        (Some(_), None) => false,
+    }
 }
 
 #[derive(Debug, Error)]
@@ -105,6 +135,12 @@ impl ExecEnv for Box<dyn ExecEnv> {
     fn command(&self, script: &str, workspace: &Path) -> Command {
         self.as_ref().command(script, workspace)
     }
+    fn check(&self, workspace: &Path) -> Result<(), EnvError> {
+        self.as_ref().check(workspace)
+    }
+    fn process_alive(&self, pid: u32, start_time: Option<u64>) -> bool {
+        self.as_ref().process_alive(pid, start_time)
+    }
 }
 
 impl<E: ExecEnv> ExecEnv for HideVars<E> {
@@ -118,6 +154,14 @@ impl<E: ExecEnv> ExecEnv for HideVars<E> {
             cmd.env_remove(var);
         }
         cmd
+    }
+
+    fn check(&self, workspace: &Path) -> Result<(), EnvError> {
+        self.inner.check(workspace)
+    }
+
+    fn process_alive(&self, pid: u32, start_time: Option<u64>) -> bool {
+        self.inner.process_alive(pid, start_time)
     }
 }
 
@@ -160,6 +204,10 @@ impl SandboxEnv {
 impl ExecEnv for SandboxEnv {
     fn kind(&self) -> &'static str {
         "sandbox"
+    }
+
+    fn check(&self, workspace: &Path) -> Result<(), EnvError> {
+        SandboxEnv::check(self, workspace)
     }
 
     fn command(&self, script: &str, workspace: &Path) -> Command {

@@ -218,6 +218,7 @@ fn walk(messages: &[Message], steps: u64) -> Result<(Vec<(usize, Item)>, Open), 
                     interrupted: false,
                     format_error: false,
                     rerun: false,
+                    hooks: Vec::new(),
                 };
                 let closes_step = open.is_empty();
                 items.push((

@@ -28,6 +28,7 @@ pub fn ev(i: u64) -> Event {
             interrupted: false,
             format_error: false,
             rerun: false,
+            hooks: Vec::new(),
         })
     }
 }

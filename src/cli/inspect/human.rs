@@ -131,7 +131,36 @@ fn header(r: &Report, out: &mut dyn Write) -> io::Result<()> {
             "{} compactions, {} hooks blocked, {} resumes, {} format errors in a row",
             r.compactions, r.hooks_blocked, r.resumes, r.format_errors
         ),
-    )
+    )?;
+    hooks(r, out)
+}
+
+fn hooks(r: &Report, out: &mut dyn Write) -> io::Result<()> {
+    let h = &r.hooks;
+    if h.runs == 0 {
+        return Ok(());
+    }
+    row(
+        out,
+        "hooks",
+        &format!(
+            "{} runs: {} allowed, {} blocked, {} failed",
+            h.runs, h.allow, h.block, h.failed
+        ),
+    )?;
+    for run in &h.recent {
+        let detail = run
+            .detail
+            .as_deref()
+            .map(|d| format!(": {}", short(d, 60)))
+            .unwrap_or_default();
+        writeln!(
+            out,
+            "{:<10}   step {} {} {} {} -> {}{detail}",
+            "", run.step, run.call_id, run.tool, run.hook, run.outcome
+        )?;
+    }
+    Ok(())
 }
 
 fn pending(r: &Report, out: &mut dyn Write) -> io::Result<()> {
