@@ -7,7 +7,7 @@
 //! save the same bytes.
 
 use crate::event::{
-    Event, Limits, Message, ModelResponse, RunStarted, SCHEMA_VERSION, StepSaved, ToolCall,
+    Compaction, Event, Limits, Message, ModelResponse, RunStarted, SCHEMA_VERSION, StepSaved, ToolCall,
     ToolResult, ToolStarted, Usage,
 };
 use crate::wal::frame;
@@ -90,6 +90,17 @@ impl SyntheticRun {
     /// Builds a run of `messages` messages (at least 2: system prompt and
     /// task), tool outputs of `output_bytes` bytes.
     pub fn new(messages: u64, output_bytes: usize) -> SyntheticRun {
+        Self::build(messages, output_bytes, None)
+    }
+
+    /// Like [`SyntheticRun::new`], with a `compaction` record every
+    /// `every_steps` steps that keeps the last four messages, the way a long
+    /// real run stays under its compaction threshold.
+    pub fn compacting(messages: u64, output_bytes: usize, every_steps: u64) -> SyntheticRun {
+        Self::build(messages, output_bytes, Some(every_steps.max(1)))
+    }
+
+    fn build(messages: u64, output_bytes: usize, compact_every: Option<u64>) -> SyntheticRun {
         let mut rng = fastrand::Rng::with_seed(7);
         let started = run_started();
         let mut msgs = vec![
@@ -147,6 +158,24 @@ impl SyntheticRun {
             }));
             msgs.push(assistant);
             msgs.push(Message::tool(&id, "bash", content, false));
+            if compact_every.is_some_and(|n| step % n == 0) {
+                let summary = format!("Steps 1 to {step}: ran the failing suites, read their output.");
+                let mut view = vec![Message::user(format!("[Summary of earlier work]\n{summary}"))];
+                view.extend_from_slice(&msgs[msgs.len() - 4..]);
+                events.push(Event::Compaction(Compaction {
+                    step,
+                    summary,
+                    view,
+                    plan_version: 0,
+                    usage: Usage {
+                        input_tokens: 5000,
+                        output_tokens: 300,
+                    },
+                    cost_usd: 0.002,
+                    replaced: 0,
+                    failed: false,
+                }));
+            }
         }
         let content = tool_output(&mut rng, output_bytes);
         let next_id = format!("call_{}", steps + 1);
