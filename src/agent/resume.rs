@@ -41,6 +41,7 @@ pub fn process_alive(info: &ProcessInfo) -> bool {
 impl Agent {
     /// Closes every open end of the log and appends the `resume` record.
     pub fn recover(&mut self, stop: StopInfo) -> Result<(), AgentError> {
+        self.finish_plan_update()?;
         let pending = self.state().pending.clone();
         let mut interrupted = Vec::new();
         let mut not_run = Vec::new();
@@ -122,6 +123,24 @@ impl Agent {
             limits: stop.limits.clone(),
             message: stop.message.clone(),
         }))?;
+        Ok(())
+    }
+
+    /// Writes the `plan.updated` of an update_plan call whose successful
+    /// result is durable but whose plan record is not (the stop fell between
+    /// the two appends): the call is pure, so running it again on the same
+    /// plan gives the same update.
+    fn finish_plan_update(&mut self) -> Result<(), AgentError> {
+        let Some(id) = self.state().plan_due.clone() else {
+            return Ok(());
+        };
+        let Some(call) = self.find_call(&id) else {
+            return Ok(());
+        };
+        let step = self.state().step;
+        if let Some((items, note)) = self.execute(step, &call).plan_update {
+            self.update_plan(step, items, note)?;
+        }
         Ok(())
     }
 

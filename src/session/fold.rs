@@ -26,6 +26,7 @@ impl State {
             }
             Event::ModelResponse(r) => {
                 self.step = r.step;
+                self.plan_due = None;
                 self.usage.add(&r.usage);
                 self.cost_usd += r.cost_usd;
                 self.messages.push(r.message.clone());
@@ -49,6 +50,9 @@ impl State {
             }
             Event::ToolResult(t) => {
                 self.pending.retain(|c| c.id != t.call_id);
+                if t.name == "update_plan" && !t.is_error && !t.interrupted {
+                    self.plan_due = Some(t.call_id.clone());
+                }
                 let msg = Message::tool(&t.call_id, &t.name, &t.content, t.is_error);
                 self.messages.push(msg.clone());
                 self.view.push(msg);
@@ -59,6 +63,7 @@ impl State {
                 };
             }
             Event::PlanUpdated(p) => {
+                self.plan_due = None;
                 self.plan = Some(Plan {
                     version: p.version,
                     items: p.items.clone(),

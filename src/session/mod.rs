@@ -127,6 +127,11 @@ pub struct State {
     /// view was never compacted.
     #[serde(default)]
     pub last_compaction: Option<CompactionMark>,
+    /// An update_plan call of the latest step whose successful `tool.result`
+    /// is in the log but whose `plan.updated` is not yet (a crash between the
+    /// two); resume writes the missing `plan.updated`.
+    #[serde(default)]
+    pub plan_due: Option<String>,
 }
 
 /// Where the latest compaction sits in the history, so that a whole-file
@@ -164,6 +169,7 @@ impl Default for State {
             resumes: 0,
             records: 0,
             last_compaction: None,
+            plan_due: None,
         }
     }
 }
