@@ -10,6 +10,9 @@
 //! - `append_during_snapshot/*`: `Store::append` on a large run with no
 //!   background snapshots, and with the compactor writing snapshots all the
 //!   time; per-append p50/p99 are printed after the group.
+//! - `append_latency_split` (printed, not criterion): appends on one store
+//!   whose compactor snapshots now and then, split into those that ran while
+//!   a snapshot was being written and those that did not, p50/p99 of each.
 //!
 //! Sample counts are modest (10 samples, 2 s) so the whole file runs in a few
 //! minutes on 2 cores. Under `cargo test --benches` (no `--bench` argument)
@@ -18,6 +21,8 @@
 
 use criterion::{BenchmarkId, Criterion, SamplingMode, Throughput};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use tinyagent::bench::run::SyntheticRun;
 use tinyagent::bench::save::{Method, SaveRig};
@@ -32,6 +37,8 @@ struct Sizes {
     replay_messages: u64,
     resume_records: [u64; 2],
     snapshot_run_messages: u64,
+    split_every: u64,
+    split_appends: u64,
 }
 
 impl Sizes {
@@ -42,6 +49,8 @@ impl Sizes {
                 replay_messages: 200,
                 resume_records: [100, 1_000],
                 snapshot_run_messages: 100,
+                split_every: 10,
+                split_appends: 40,
             }
         } else {
             Sizes {
@@ -50,6 +59,8 @@ impl Sizes {
                 replay_messages: 24_000,
                 resume_records: [1_000, 100_000],
                 snapshot_run_messages: 10_000,
+                split_every: 500,
+                split_appends: 4_000,
             }
         }
     }
@@ -83,6 +94,7 @@ fn save_cost(c: &mut Criterion, sizes: &Sizes, dir: &Path) {
             group.bench_function(BenchmarkId::new(method.name(), messages), |b| {
                 b.iter(|| rig.save(method).expect("save"))
             });
+            rig.settle(method).expect("settle");
         }
         rig.remove().expect("removing the rig");
     }
@@ -201,6 +213,56 @@ fn append_during_snapshot(c: &mut Criterion, sizes: &Sizes, dir: &Path) {
     }
 }
 
+/// Appends on one store whose compactor snapshots every `every` records, each
+/// append classed by whether a snapshot was being written while it ran (the
+/// snapshot hook marks a start, the notice marks the end). Both classes share
+/// the same minutes of the machine, so drift hits them alike.
+fn append_latency_split(sizes: &Sizes, dir: &Path) {
+    let run = SyntheticRun::new(sizes.snapshot_run_messages, 3000);
+    let path = dir.join("append-split.wal");
+    write_log(&path, &run);
+    let started = Arc::new(AtomicU64::new(0));
+    let hook_started = Arc::clone(&started);
+    let opts = StoreOptions {
+        snapshot_every: sizes.split_every,
+        snapshot_hook: Some(Arc::new(move |_seq| {
+            hook_started.fetch_add(1, Ordering::SeqCst);
+        })),
+        ..StoreOptions::default()
+    };
+    let (mut s, _) = Store::open(&path, opts).expect("opening the log");
+    let (mut finished, mut idle, mut during) = (0u64, Vec::new(), Vec::new());
+    for _ in 0..sizes.split_appends {
+        finished += s.take_snapshot_notices().len() as u64;
+        let busy_before = started.load(Ordering::SeqCst) > finished;
+        let t = Instant::now();
+        s.append(run.next.clone()).expect("append");
+        let us = t.elapsed().as_secs_f64() * 1e6;
+        finished += s.take_snapshot_notices().len() as u64;
+        let busy_after = started.load(Ordering::SeqCst) > finished;
+        if busy_before || busy_after {
+            during.push(us);
+        } else {
+            idle.push(us);
+        }
+    }
+    s.close().expect("close");
+    for (name, mut times) in [("idle", idle), ("during_snapshot", during)] {
+        let sum = summarize(&times);
+        println!(
+            "append_latency_split/{name}: {} appends, p50 {:.0} us, p99 {:.0} us",
+            times.len(),
+            sum.median_us,
+            p99(&mut times)
+        );
+    }
+    println!(
+        "append_latency_split: {} snapshots of a {}-message run, one every {} records",
+        finished, sizes.snapshot_run_messages, sizes.split_every
+    );
+    std::fs::remove_file(&path).expect("removing the log");
+}
+
 fn p99(times: &mut [f64]) -> f64 {
     times.sort_by(f64::total_cmp);
     let rank = ((0.99 * times.len() as f64).ceil() as usize).clamp(1, times.len().max(1));
@@ -221,4 +283,5 @@ fn main() {
     resume(&mut c, &sizes, dir.path());
     append_during_snapshot(&mut c, &sizes, dir.path());
     c.final_summary();
+    append_latency_split(&sizes, dir.path());
 }

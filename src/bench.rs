@@ -10,6 +10,10 @@
 //! appending write plus fdatasync) and `checkpoint_over_log` (how much more a
 //! durable whole-file checkpoint costs than the log append).
 //!
+//! After each timed save, whatever that method left unsynced (the no-fsync
+//! checkpoint's dirty pages) is synced outside the timing, so that its
+//! writeback does not land in the next method's fdatasync.
+//!
 //! Scratch files go to a fresh directory (inside `--dir`, else inside the
 //! current directory, so they land on the same file system a run's log would;
 //! a tmpfs `/tmp` would make every fsync free) and are removed afterwards.
@@ -97,6 +101,7 @@ pub fn measure_length(
     for _ in 0..2 {
         for m in Method::ALL {
             rig.save(m)?;
+            rig.settle(m)?;
         }
     }
     let mut times: [Vec<f64>; 4] = Default::default();
@@ -105,6 +110,7 @@ pub fn measure_length(
             let t = Instant::now();
             rig.save(m)?;
             times[i].push(t.elapsed().as_secs_f64() * 1e6);
+            rig.settle(m)?;
         }
         progress.inc(1);
     }

@@ -195,6 +195,7 @@ fn write_and_swap(wal: &Path, tmp: &Path, bytes: &[u8]) -> Result<PathBuf, Snaps
     f.write_all(bytes).map_err(io_err(ctx("write", tmp)))?;
     f.sync_all().map_err(io_err(ctx("fsync", tmp)))?;
     drop(f);
+    crash_seam();
     let snap = snapshot_path(wal);
     if snap.exists() {
         // Keep the current one as .bak without ever leaving no .snapshot.
@@ -209,6 +210,24 @@ fn write_and_swap(wal: &Path, tmp: &Path, bytes: &[u8]) -> Result<PathBuf, Snaps
     std::fs::rename(tmp, &snap).map_err(io_err(ctx("rename to", &snap)))?;
     sync_parent_dir(wal).map_err(io_err(ctx("fsync the directory of", wal)))?;
     Ok(snap)
+}
+
+/// Test seam for crash tests of the real binary: with
+/// `TINYAGENT_CRASH_IN_SNAPSHOT=<n>` the process kills itself with SIGKILL
+/// in the middle of its n-th snapshot write (temp file written and synced,
+/// not yet renamed), exactly as `kill -9` at that moment would.
+fn crash_seam() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static WRITES: AtomicU64 = AtomicU64::new(0);
+    let Some(n) = std::env::var("TINYAGENT_CRASH_IN_SNAPSHOT")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    else {
+        return;
+    };
+    if WRITES.fetch_add(1, Ordering::SeqCst) + 1 == n {
+        let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+    }
 }
 
 fn read_checked(path: &Path) -> Result<(SnapshotHeader, Vec<u8>), SnapshotError> {

@@ -38,6 +38,10 @@ pub struct StoreOptions {
     pub faults: Option<FaultPlan>,
     /// Called on the compactor thread before each snapshot (tests).
     pub snapshot_hook: Option<SnapshotHook>,
+    /// Keep the full message history in state (`State::messages`). Off for
+    /// the running agent: its state and snapshots stay bounded by the
+    /// compacted view.
+    pub keep_history: bool,
 }
 
 impl Default for StoreOptions {
@@ -46,6 +50,7 @@ impl Default for StoreOptions {
             snapshot_every: DEFAULT_SNAPSHOT_EVERY,
             faults: None,
             snapshot_hook: None,
+            keep_history: false,
         }
     }
 }
@@ -221,8 +226,11 @@ fn from_snapshot(
     Ok(None)
 }
 
-fn full_replay(path: &Path) -> Result<(State, ScanReport), StoreError> {
-    let mut state = State::default();
+fn full_replay(path: &Path, keep_history: bool) -> Result<(State, ScanReport), StoreError> {
+    let mut state = State {
+        keep_history,
+        ..State::default()
+    };
     let report = scan(path, None, |f, _| state.apply(&f.event))?;
     Ok((state, report))
 }
@@ -298,7 +306,10 @@ impl Store {
         if let Err(e) = snapshot::clean_stray(path) {
             warnings.push(format!("could not remove stray snapshot files: {e}"));
         }
-        let state = State::default();
+        let state = State {
+            keep_history: opts.keep_history,
+            ..State::default()
+        };
         let compactor = spawn_compactor(path, &state, None, &opts)?;
         Ok(Store {
             writer,
@@ -328,7 +339,7 @@ impl Store {
                 report.snapshot = Some(saved);
                 (state, scanned)
             }
-            None => full_replay(path)?,
+            None => full_replay(path, opts.keep_history)?,
         };
         if let Some(c) = scanned.corruption {
             return Err(StoreError::Corrupt {
@@ -406,6 +417,12 @@ impl Store {
             }
         }
         saved
+    }
+
+    /// What the log writer did so far (appends, bytes, time in write and
+    /// fdatasync).
+    pub fn io_stats(&self) -> crate::wal::writer::IoStats {
+        self.writer.stats()
     }
 
     /// Stops the compactor (it writes a final snapshot when records are

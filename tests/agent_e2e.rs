@@ -152,7 +152,10 @@ fn json_events_follow_the_records_in_order() {
             "step.saved",
             "model.response",
             "step.saved",
+            "run.stats",
             "run.finished",
+            // The final snapshot, written when the log is closed.
+            "snapshot.saved",
         ]
     );
     let ids: Vec<String> = evs[1]["tool_calls"]
@@ -165,7 +168,16 @@ fn json_events_follow_the_records_in_order() {
     assert_eq!(evs[4]["pending"], json!([ids[1]]));
     assert_eq!(evs[7]["pending"], json!([]));
     assert!(evs[3]["content"].as_str().unwrap().contains("one"));
-    assert_eq!(evs[11]["status"], "completed");
+    assert_eq!(evs[12]["status"], "completed");
+    // The run's own overhead report: steps, and time split model/tools/rest.
+    assert_eq!(evs[11]["steps"], 2);
+    let wall = evs[11]["wall_ms"].as_f64().unwrap();
+    let parts = evs[11]["model_ms"].as_f64().unwrap()
+        + evs[11]["tools_ms"].as_f64().unwrap()
+        + evs[11]["overhead_ms"].as_f64().unwrap();
+    assert!((wall - parts).abs() < 1e-6 * wall.max(1.0), "{}", evs[11]);
+    // run.started is appended before the loop; the loop wrote the rest.
+    assert_eq!(evs[11]["records"], 8);
 }
 
 #[test]

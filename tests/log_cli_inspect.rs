@@ -234,7 +234,8 @@ fn inspect_json_on_a_clean_crashed_log_reports_the_contract_members() {
             "compactions": 0,
             "processes": [{
                 "id": "p1", "pid": 4242, "command": "sleep 100", "step": 2,
-                "running": true, "exit_code": null, "signal": null
+                "running": true, "lost": false, "env": "local",
+                "exit_code": null, "signal": null
             }],
             "usage": {"input_tokens": 300, "output_tokens": 50, "cost_usd": 0.75},
             "snapshot": null
@@ -426,9 +427,46 @@ fn a_file_that_is_not_a_log_is_refused_everywhere() {
     assert_eq!(repair_of(&path).0, 2);
     assert_eq!(fs::read(&path).unwrap(), body);
 
+    let empty = dir.path().join("empty.wal");
+    fs::write(&empty, b"").unwrap();
+    let (code, line) = verify_of(&empty);
+    assert_eq!(code, 2);
+    assert!(line.contains("empty"), "{line}");
+    assert!(inspect(&empty, true, &mut Vec::new()).is_err());
+
     let missing = dir.path().join("missing.wal");
     let (code, line) = verify_of(&missing);
     assert_eq!(code, 2);
     assert!(line.starts_with("unreadable"), "{line}");
     assert!(inspect(&missing, false, &mut Vec::new()).is_err());
+}
+
+#[test]
+fn a_log_cut_at_any_byte_is_reported_never_refused_once_it_has_a_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let (bytes, offsets) = frame_all(&crashed_run());
+    let path = dir.path().join("cut.wal");
+    // Every byte of the last two records, every 13th byte before them.
+    let last_two = offsets[offsets.len() - 2] as usize;
+    let cuts = (1..last_two).step_by(13).chain(last_two..bytes.len());
+    for cut in cuts {
+        fs::write(&path, &bytes[..cut]).unwrap();
+        let whole = offsets
+            .iter()
+            .filter(|&&o| o > 0 && o <= cut as u64)
+            .count() as u64;
+        let at_boundary = offsets.contains(&(cut as u64));
+        let (code, line) = verify_of(&path);
+        match (whole, at_boundary) {
+            (0, _) => assert_eq!(code, 2, "cut {cut}: {line}"),
+            (_, true) => assert_eq!(code, 0, "cut {cut}: {line}"),
+            (_, false) => assert_eq!(code, 1, "cut {cut}: {line}"),
+        }
+        if whole > 0 {
+            let v = inspect_json(&path);
+            assert_eq!(v["records"], whole, "cut {cut}");
+            assert_eq!(v["torn_tail"].is_null(), at_boundary, "cut {cut}: {v}");
+            assert_eq!(v["corruption"], Value::Null, "cut {cut}");
+        }
+    }
 }

@@ -426,3 +426,56 @@ fn tool_set_mismatch_is_refused_naming_both() {
         stderr(&out)
     );
 }
+
+#[test]
+fn crash_during_a_snapshot_write_falls_back_and_finishes() {
+    let sb = Sandbox::new();
+    let server = MockServer::start_with(vec![], |req| {
+        let steps = req
+            .messages()
+            .iter()
+            .filter(|m| m["role"] == "assistant")
+            .count();
+        if steps < 6 {
+            MockReply::tool_call(
+                "bash",
+                json!({"command": format!("echo {steps} >> steps.txt")}),
+            )
+        } else {
+            MockReply::text("done")
+        }
+    });
+    let mut cmd = sb.run_cmd(&server.base_url(), "snapshots");
+    cmd.args(["--snapshot-every", "3"])
+        .env("TINYAGENT_CRASH_IN_SNAPSHOT", "3");
+    let out = output(cmd);
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(9), "{}", stderr(&out));
+    // The interrupted snapshot left its temp file; an older snapshot exists.
+    let names: Vec<String> = std::fs::read_dir(sb.dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(names.iter().any(|n| n == "run.wal.snapshot"), "{names:?}");
+    resume_ok(&sb);
+    server.assert_no_violations();
+    let recs = check_log(&sb);
+    assert_eq!(recs.last().unwrap().data["status"], "completed");
+    let lines = std::fs::read_to_string(sb.ws().join("steps.txt")).unwrap();
+    let mut seen = HashSet::new();
+    for l in lines.lines() {
+        assert!(seen.insert(l.to_string()), "step {l} ran twice");
+    }
+    // Stray temp files were cleaned up on open.
+    let stray = std::fs::read_dir(sb.dir.path())
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .contains(".tmp")
+        })
+        .count();
+    assert_eq!(stray, 0);
+}

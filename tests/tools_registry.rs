@@ -306,7 +306,7 @@ fn update_plan_rules_are_ordinary_errors_without_a_plan_update() {
             json!([item("a", &long, "pending")]),
             "at most 500 characters",
         ),
-        (json!([item("", "t", "pending")]), "non-empty id"),
+        (json!([item("", "t", "pending")]), "must be non-empty"),
         (
             json!([item("a", "t", "pending"), item("a", "u", "done")]),
             "ids must be unique",
@@ -327,7 +327,11 @@ fn update_plan_rules_are_ordinary_errors_without_a_plan_update() {
     assert_eq!(items[1].id, "b");
     assert_eq!(items[1].status, tinyagent::event::PlanStatus::InProgress);
     assert_eq!(note.as_deref(), Some("halfway"));
-    assert!(out.content.contains("[x] a: write it") && out.content.contains("[~] b: test it"));
+    assert!(
+        out.content.contains("[x] a write it") && out.content.contains("[>] b test it"),
+        "{}",
+        out.content
+    );
 }
 
 #[test]

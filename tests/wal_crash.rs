@@ -40,6 +40,7 @@ fn child_main(path: &Path) -> i32 {
         snapshot_every: env_u64(CHILD_SNAP, 0),
         faults: FaultPlan::from_env().unwrap(),
         snapshot_hook: None,
+        keep_history: false,
     };
     let opened = if path.exists() {
         Store::open(path, opts).map(|(s, _)| s)

@@ -73,6 +73,18 @@ pub struct Agent {
     price_out: f64,
     plan_file: Option<PathBuf>,
     crash: Option<CrashPoint>,
+    timing: Timing,
+}
+
+/// Where the time of this process's part of the run went: the agent's own
+/// overhead is the wall time minus the model's and the tools' (and hooks').
+#[derive(Debug, Clone, Default)]
+struct Timing {
+    started: Option<std::time::Instant>,
+    io_at_start: crate::wal::writer::IoStats,
+    model: std::time::Duration,
+    tools: std::time::Duration,
+    steps: u64,
 }
 
 /// A test seam for crash tests of the real binary: with
@@ -118,12 +130,27 @@ impl Agent {
             .run
             .clone()
             .ok_or_else(|| AgentError::Refused("the log has no run.started record".into()))?;
+        // A run imported from a trajectory file may not name its workspace:
+        // it then works in the current directory.
+        let workspace = if run.settings.cwd.is_empty() {
+            std::env::current_dir()
+                .map_err(|e| AgentError::Environment(format!("no current directory: {e}")))?
+        } else {
+            PathBuf::from(&run.settings.cwd)
+        };
+        if !workspace.is_dir() {
+            return Err(AgentError::Refused(format!(
+                "the run's workspace {} is not a directory any more",
+                workspace.display()
+            )));
+        }
         Ok(Agent {
-            workspace: PathBuf::from(&run.settings.cwd),
+            workspace,
             price_in: run.settings.price_in.unwrap_or(0.0),
             price_out: run.settings.price_out.unwrap_or(0.0),
             plan_file: run.settings.plan_file.as_ref().map(PathBuf::from),
             crash: CrashPoint::from_env(),
+            timing: Timing::default(),
             store: parts.store,
             tools: parts.tools,
             provider: parts.provider,
@@ -143,6 +170,27 @@ impl Agent {
 
     pub fn output(&mut self) -> &mut Output {
         &mut self.out
+    }
+
+    /// Ends the process's use of the log: the compactor finishes (with a
+    /// final snapshot when records are uncovered) and the lock is released.
+    /// A snapshot problem is only a warning: the log is the truth.
+    pub fn close(self) {
+        let Agent { store, out, .. } = self;
+        match store.close_reporting() {
+            Ok((saved, warnings)) => {
+                for s in saved {
+                    out.event(
+                        "snapshot.saved",
+                        json!({ "seq": s.seq, "path": s.path.display().to_string() }),
+                    );
+                }
+                for w in warnings {
+                    out.warn(&w);
+                }
+            }
+            Err(e) => out.warn(&format!("closing the log: {e}")),
+        }
     }
 
     /// Appends a record (durable once this returns), then reports it.
@@ -166,6 +214,8 @@ impl Agent {
 
     /// Drives the loop until the run finishes or a limit stops it.
     pub async fn run(&mut self) -> Result<RunStatus, AgentError> {
+        self.timing.started = Some(std::time::Instant::now());
+        self.timing.io_at_start = self.store.io_stats();
         loop {
             self.record_exited_processes()?;
             if let Some(status) = self.limit_reached() {
@@ -180,11 +230,14 @@ impl Agent {
                 step,
             };
             self.out.thinking(step);
+            let asked = std::time::Instant::now();
             let reply = {
                 let out = &mut self.out;
                 let mut on_text = |t: &str| out.text(t);
                 self.provider.complete(&request, &mut on_text).await
             };
+            self.timing.model += asked.elapsed();
+            self.timing.steps += 1;
             self.out.done_thinking();
             let reply = match reply {
                 Ok(r) => r,
@@ -213,6 +266,44 @@ impl Agent {
                 return self.finish(RunStatus::Completed, None);
             }
         }
+    }
+
+    /// Reports the agent's own overhead: wall time minus model and tool
+    /// time, and how much of it was fdatasync.
+    fn report_timing(&self) {
+        let Some(started) = self.timing.started else {
+            return;
+        };
+        let wall = started.elapsed();
+        let io = self.store.io_stats();
+        let fsync =
+            std::time::Duration::from_nanos(io.sync_nanos - self.timing.io_at_start.sync_nanos);
+        let write =
+            std::time::Duration::from_nanos(io.write_nanos - self.timing.io_at_start.write_nanos);
+        let overhead = wall.saturating_sub(self.timing.model + self.timing.tools);
+        let steps = self.timing.steps.max(1) as f64;
+        let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
+        self.out.event(
+            "run.stats",
+            json!({
+                "steps": self.timing.steps,
+                "wall_ms": ms(wall),
+                "model_ms": ms(self.timing.model),
+                "tools_ms": ms(self.timing.tools),
+                "overhead_ms": ms(overhead),
+                "overhead_per_step_ms": ms(overhead) / steps,
+                "fsync_ms": ms(fsync),
+                "write_ms": ms(write),
+                "records": io.appends - self.timing.io_at_start.appends,
+                "log_bytes": io.bytes - self.timing.io_at_start.bytes,
+            }),
+        );
+        self.out.say(&format!(
+            "agent overhead: {:.2} ms/step ({:.2} ms/step in fdatasync) over {} steps",
+            ms(overhead) / steps,
+            ms(fsync) / steps,
+            self.timing.steps
+        ));
     }
 
     /// Which limit, if any, stops the run before another model call.
@@ -254,6 +345,7 @@ impl Agent {
     ) -> Result<RunStatus, AgentError> {
         self.processes.kill_all();
         self.record_exited_processes()?;
+        self.report_timing();
         self.append(Event::RunFinished(RunFinished { status, reason }))?;
         let s = self.state();
         self.out.say(&format!(
@@ -306,7 +398,7 @@ impl Agent {
             call_id: call.id.clone(),
             name: call.name.clone(),
         }))?;
-        let mut outcome = self.execute(step, call);
+        let mut outcome = self.execute_timed(step, call);
         for record in std::mem::take(&mut outcome.records) {
             self.append(record)?;
         }
@@ -442,6 +534,14 @@ impl Agent {
         tokio::task::block_in_place(|| self.tools.call(&ctx, call))
     }
 
+    /// [`Agent::execute`], counting its time as tool time.
+    fn execute_timed(&mut self, step: u64, call: &ToolCall) -> ToolOutcome {
+        let t = std::time::Instant::now();
+        let outcome = self.execute(step, call);
+        self.timing.tools += t.elapsed();
+        outcome
+    }
+
     fn update_plan(
         &mut self,
         step: u64,
@@ -458,16 +558,22 @@ impl Agent {
             note,
             diff,
         }))?;
-        if let (Some(path), Some(current)) = (self.plan_file.clone(), self.state().plan.as_ref()) {
+        self.write_plan_file();
+        Ok(())
+    }
+
+    /// Rewrites the `--plan-file` mirror (atomically) from the current plan.
+    /// A failure is a warning: the mirror is never read back.
+    fn write_plan_file(&self) {
+        if let (Some(path), Some(current)) = (self.plan_file.as_ref(), self.state().plan.as_ref()) {
             let text = plan::to_markdown(current);
-            if let Err(e) = crate::fsutil::atomic_write(&path, text.as_bytes()) {
+            if let Err(e) = crate::fsutil::atomic_write(path, text.as_bytes()) {
                 self.out.warn(&format!(
                     "could not write plan file {}: {e}",
                     path.display()
                 ));
             }
         }
-        Ok(())
     }
 }
 

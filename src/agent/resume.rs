@@ -1,7 +1,9 @@
 //! What resume does to a stopped run before the loop carries on: every pending
 //! call gets a result (re-run when it is a read-only tool, synthesized
 //! otherwise), the interrupted step is saved, lost background processes are
-//! checked, and one `resume` record carries the `[Resumed]` notice.
+//! checked, and one `resume` record carries the `[Resumed]` notice. A plan
+//! update whose `plan.updated` record was lost to the stop is recorded first,
+//! and the `--plan-file` mirror is rewritten from the log.
 
 use super::{Agent, AgentError};
 use crate::event::{Event, Limits, Resume, ToolResult, ToolStarted};
@@ -41,7 +43,9 @@ pub fn process_alive(info: &ProcessInfo) -> bool {
 impl Agent {
     /// Closes every open end of the log and appends the `resume` record.
     pub fn recover(&mut self, stop: StopInfo) -> Result<(), AgentError> {
-        self.finish_plan_update()?;
+        self.record_missing_plan_update()?;
+        // The mirror may be behind the log (a stop before it was written).
+        self.write_plan_file();
         let pending = self.state().pending.clone();
         let mut interrupted = Vec::new();
         let mut not_run = Vec::new();
@@ -126,27 +130,25 @@ impl Agent {
         Ok(())
     }
 
-    /// Writes the `plan.updated` of an update_plan call whose successful
-    /// result is durable but whose plan record is not (the stop fell between
-    /// the two appends): the call is pure, so running it again on the same
-    /// plan gives the same update.
-    fn finish_plan_update(&mut self) -> Result<(), AgentError> {
-        let Some(id) = self.state().plan_due.clone() else {
+    /// A stop between an `update_plan` result and its `plan.updated` record:
+    /// the model was told the plan changed, so the record is written now. The
+    /// call is validated again against the plan it saw (pure, no effects).
+    fn record_missing_plan_update(&mut self) -> Result<(), AgentError> {
+        let Some(due) = self.state().plan_update_due.clone() else {
             return Ok(());
         };
-        let Some(call) = self.find_call(&id) else {
+        let Some(call) = self.find_call(&due.call_id) else {
             return Ok(());
         };
-        let step = self.state().step;
-        if let Some((items, note)) = self.execute(step, &call).plan_update {
-            self.update_plan(step, items, note)?;
+        if let Some((items, note)) = self.execute(due.step, &call).plan_update {
+            self.update_plan(due.step, items, note)?;
         }
         Ok(())
     }
 
     fn find_call(&self, id: &str) -> Option<crate::event::ToolCall> {
         self.state()
-            .messages
+            .view
             .iter()
             .rev()
             .flat_map(|m| m.tool_calls.iter())
@@ -177,7 +179,7 @@ impl Agent {
             ));
         }
         let name_of = |id: &str| {
-            s.messages
+            s.view
                 .iter()
                 .flat_map(|m| m.tool_calls.iter())
                 .find(|c| c.id == id)

@@ -11,11 +11,12 @@
 //!   being written (its last line may then show as a torn tail for a moment)
 //!   and on a damaged one: it reports what it could read and where reading
 //!   stopped, and returns 0 whenever it could report. It returns an `Err` only
-//!   when the file cannot be read as a log at all (missing, unreadable, or a
-//!   non-empty file without a single valid record): the caller prints that
-//!   error on stderr and exits 2. `--json` prints exactly one JSON object.
+//!   when the file cannot be read as a log at all (missing, unreadable, empty,
+//!   or without a single valid record): the caller prints that error on
+//!   stderr and exits 2. `--json` prints exactly one JSON object.
 //! - `verify` scans every record and writes one line: 0 clean, 1 torn tail
-//!   (resume or `log repair` will cut it), 2 corrupt, unreadable or not a log.
+//!   (resume or `log repair` will cut it), 2 corrupt, unreadable, empty or
+//!   not a log (nothing a resume could open).
 //! - `repair` cuts a torn tail through [`crate::store::Store::open`], which
 //!   keeps the cut bytes in a file beside the log and syncs; it returns 0 when
 //!   the log is clean afterwards (cut or already clean). Corruption is refused
@@ -29,7 +30,7 @@
 //! `plan`, `compactions`, `processes`, `usage`, `snapshot`) plus `path`,
 //! `valid_bytes`, `last_seq`, `task`, `model`, `provider`, `base_url`,
 //! `tool_signature`, `plan_enabled`, `read_only`, `saved_step`, `messages`,
-//! `format_errors`, `hooks_blocked`, `resumes` and `limits`. `bytes` is the
+//! `format_errors`, `hooks_blocked`, `resumes`, `limits` and `warnings`. `bytes` is the
 //! file's length; `valid_bytes` the length of its valid prefix (equal on a
 //! clean log). `plan` carries `versions`, the number of plan updates seen.
 
@@ -37,9 +38,9 @@ mod human;
 
 use crate::event::{Limits, PlanItem, RunStatus};
 use crate::session::{PendingCall, State, Status};
+use crate::snapshot;
 use crate::store::{self, Store, StoreOptions};
 use crate::wal::reader::{self, ScanReport};
-use anyhow::Context;
 use serde::Serialize;
 use std::io::Write;
 use std::path::Path;
@@ -75,8 +76,12 @@ pub struct ProcessJson {
     pub pid: u32,
     pub command: String,
     pub step: u64,
-    /// No `process.exited` record for it (yet).
+    /// No `process.exited` record for it (yet) and no resume reported it lost.
     pub running: bool,
+    /// A resume reported it lost (its agent stopped without seeing it exit).
+    pub lost: bool,
+    /// Execution environment (`local`, `sandbox`).
+    pub env: String,
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
 }
@@ -127,6 +132,8 @@ pub struct Report {
     pub hooks_blocked: u64,
     pub resumes: u64,
     pub limits: Limits,
+    /// What the reader noticed beside the log (a damaged snapshot, ...).
+    pub warnings: Vec<String>,
 }
 
 /// The name a status has in the log and in `--json`.
@@ -194,7 +201,9 @@ impl Report {
                     pid: p.pid,
                     command: p.command.clone(),
                     step: p.step,
-                    running: p.exited.is_none(),
+                    running: p.is_tracked_running(),
+                    lost: p.lost,
+                    env: p.env.clone(),
                     exit_code: p.exited.as_ref().and_then(|e| e.exit_code),
                     signal: p.exited.as_ref().and_then(|e| e.signal),
                 })
@@ -210,6 +219,7 @@ impl Report {
             hooks_blocked: state.hooks_blocked,
             resumes: state.resumes,
             limits: state.limits.clone(),
+            warnings: Vec::new(),
         }
     }
 }
@@ -219,20 +229,26 @@ impl Report {
 pub enum InspectError {
     #[error("{path}: not a tinyagent log (no valid record in its {bytes} bytes)")]
     NotALog { path: String, bytes: u64 },
+    #[error("{path}: empty, the log holds no record")]
+    Empty { path: String },
 }
 
-/// A non-empty file whose very first line is bad is not a log we know how to
-/// read (a trajectory JSON passed by mistake, say).
+/// A file without a single valid record is not a log anyone can resume: an
+/// empty file, or one whose very first line is bad (a trajectory JSON passed
+/// by mistake, say).
 fn not_a_log(path: &Path, scan: &ScanReport) -> Option<InspectError> {
-    (scan.records == 0 && scan.file_len > 0).then(|| InspectError::NotALog {
-        path: path.display().to_string(),
-        bytes: scan.file_len,
-    })
+    let path = path.display().to_string();
+    match (scan.records, scan.file_len) {
+        (0, 0) => Some(InspectError::Empty { path }),
+        (0, bytes) => Some(InspectError::NotALog { path, bytes }),
+        _ => None,
+    }
 }
 
 /// Reads the log (without a lock) and builds its report.
 pub fn read_report(path: &Path) -> anyhow::Result<Report> {
-    let loaded = store::load(path).with_context(|| format!("cannot read {}", path.display()))?;
+    // The store's errors name the path already.
+    let loaded = store::load(path)?;
     if let Some(e) = not_a_log(path, &loaded.scan) {
         return Err(e.into());
     }
@@ -240,7 +256,17 @@ pub fn read_report(path: &Path) -> anyhow::Result<Report> {
         seq: s.seq,
         path: s.path.display().to_string(),
     });
-    Ok(Report::new(path, &loaded.state, &loaded.scan, snapshot))
+    let mut report = Report::new(path, &loaded.state, &loaded.scan, snapshot);
+    report.warnings = loaded.warnings;
+    for file in [snapshot::snapshot_path(path), snapshot::backup_path(path)] {
+        if loaded.snapshot.is_none() && file.exists() {
+            report.warnings.push(format!(
+                "{} matches no record of this log (stale or damaged); resume would replay the log",
+                file.display()
+            ));
+        }
+    }
+    Ok(report)
 }
 
 /// `tinyagent log inspect <WAL> [--json]`.

@@ -37,7 +37,8 @@ fn is_trajectory(path: &Path) -> bool {
 }
 
 /// Imports a trajectory JSON into `<path>.wal` (refused if that exists).
-/// Returns the log path and the v1 free-text process summary.
+/// Returns the v1 free-text process summary. A half-written log is removed
+/// when the import fails, so a retry is not refused.
 pub fn import_trajectory(json: &Path, wal: &Path) -> Result<Option<String>, CliError> {
     if wal.exists() {
         return Err(refuse(format!(
@@ -47,18 +48,34 @@ pub fn import_trajectory(json: &Path, wal: &Path) -> Result<Option<String>, CliE
     }
     let text = std::fs::read_to_string(json)
         .map_err(|e| refuse(format!("cannot read {}: {e}", json.display())))?;
-    let imported =
+    let mut imported =
         crate::trajectory::import(&text).map_err(|e| refuse(format!("{}: {e}", json.display())))?;
+    // A file without a tool signature was written for the tool set of its
+    // settings: record the one this tinyagent offers for them.
+    for ev in &mut imported.events {
+        if let crate::event::Event::RunStarted(r) = ev
+            && r.tool_signature.is_empty()
+        {
+            let tools = ToolSet::new(ToolSetOptions {
+                read_only: r.read_only,
+                plan: r.plan_enabled,
+            });
+            r.tool_signature = tools.signature();
+            r.tools = tools.names();
+        }
+    }
     let mut store = Store::create(wal, StoreOptions::default())
         .map_err(|e| CliError::new(e.exit_code(), e.to_string()))?;
-    for ev in imported.events {
-        store
-            .append(ev)
-            .map_err(|e| CliError::new(e.exit_code(), e.to_string()))?;
+    let written = imported
+        .events
+        .into_iter()
+        .try_for_each(|ev| store.append(ev).map(drop))
+        .and_then(|()| store.close());
+    if let Err(e) = written {
+        // Nothing depends on a half-imported log: remove it so a retry works.
+        let _ = std::fs::remove_file(wal);
+        return Err(CliError::new(e.exit_code(), e.to_string()));
     }
-    store
-        .close()
-        .map_err(|e| CliError::new(e.exit_code(), e.to_string()))?;
     Ok(imported.background)
 }
 
@@ -185,6 +202,7 @@ pub async fn resume(args: &ResumeArgs) -> Result<i32, CliError> {
         limits,
         message: args.message.clone(),
     })?;
-    let status = agent.run().await?;
-    Ok(super::status_exit_code(status))
+    let result = agent.run().await;
+    agent.close();
+    Ok(super::status_exit_code(result?))
 }

@@ -303,6 +303,7 @@ pub async fn run(args: &RunArgs) -> Result<i32, CliError> {
     })
     .map_err(CliError::from)?;
     agent.output().record(seq, &started);
-    let status = agent.run().await?;
-    Ok(super::status_exit_code(status))
+    let result = agent.run().await;
+    agent.close();
+    Ok(super::status_exit_code(result?))
 }

@@ -1,7 +1,9 @@
 //! `State::apply`, the one fold from log records to state, and the views
 //! derived from state: what the model is sent and how big that is.
 
-use super::{CompactionMark, PendingCall, Plan, PlanRevision, ProcessExit, ProcessInfo, State};
+use super::{
+    CompactionMark, PendingCall, Plan, PlanRevision, PlanUpdateDue, ProcessExit, ProcessInfo, State,
+};
 use super::{Status, plan};
 use crate::event::{Event, Message, Role};
 
@@ -9,15 +11,28 @@ use crate::event::{Event, Message, Role};
 pub const PLAN_BLOCK_HEADER: &str = "[Current plan]";
 
 impl State {
+    /// Adds a message to the full history when it is kept.
+    fn remember(&mut self, m: &Message) {
+        if self.keep_history {
+            self.messages.push(m.clone());
+        }
+    }
+
     /// Folds one record into the state. Never panics, whatever the record or
     /// the order records come in (an out-of-place record is applied as far as
     /// it makes sense and otherwise ignored).
     pub fn apply(&mut self, event: &Event) {
         self.records = self.records.saturating_add(1);
+        // `plan.updated` directly follows its result; any record clears it.
+        self.plan_update_due = None;
         match event {
             Event::RunStarted(r) => {
                 let start = vec![Message::system(&r.system_prompt), Message::user(&r.task)];
-                self.messages = start.clone();
+                self.messages = if self.keep_history {
+                    start.clone()
+                } else {
+                    Vec::new()
+                };
                 self.view = start;
                 self.compacted = false;
                 self.last_compaction = None;
@@ -26,10 +41,9 @@ impl State {
             }
             Event::ModelResponse(r) => {
                 self.step = r.step;
-                self.plan_due = None;
                 self.usage.add(&r.usage);
                 self.cost_usd += r.cost_usd;
-                self.messages.push(r.message.clone());
+                self.remember(&r.message);
                 self.view.push(r.message.clone());
                 self.pending = r
                     .message
@@ -50,12 +64,15 @@ impl State {
             }
             Event::ToolResult(t) => {
                 self.pending.retain(|c| c.id != t.call_id);
-                if t.name == "update_plan" && !t.is_error && !t.interrupted {
-                    self.plan_due = Some(t.call_id.clone());
-                }
                 let msg = Message::tool(&t.call_id, &t.name, &t.content, t.is_error);
-                self.messages.push(msg.clone());
+                self.remember(&msg);
                 self.view.push(msg);
+                if t.name == plan::TOOL_NAME && !t.is_error && !t.interrupted {
+                    self.plan_update_due = Some(PlanUpdateDue {
+                        call_id: t.call_id.clone(),
+                        step: t.step,
+                    });
+                }
                 self.format_errors = if t.format_error {
                     self.format_errors.saturating_add(1)
                 } else {
@@ -63,7 +80,6 @@ impl State {
                 };
             }
             Event::PlanUpdated(p) => {
-                self.plan_due = None;
                 self.plan = Some(Plan {
                     version: p.version,
                     items: p.items.clone(),
@@ -132,11 +148,11 @@ impl State {
                     }
                 }
                 let notice = Message::user(&r.notice);
-                self.messages.push(notice.clone());
+                self.remember(&notice);
                 self.view.push(notice);
                 if let Some(text) = &r.message {
                     let msg = Message::user(text);
-                    self.messages.push(msg.clone());
+                    self.remember(&msg);
                     self.view.push(msg);
                 }
                 if let Some(limits) = &r.limits {

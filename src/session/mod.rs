@@ -95,8 +95,15 @@ pub struct State {
     /// The `run.started` record (None before it is applied).
     pub run: Option<RunStarted>,
     /// The whole conversation, never compacted: system prompt, task, and every
-    /// message since (assistant turns, tool results, notices).
+    /// message since (assistant turns, tool results, notices). Kept only when
+    /// `keep_history` is set (inspect and export replay the whole log with
+    /// it); the running agent does not keep it, so its state and snapshots
+    /// stay bounded by the compacted view instead of growing with the run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub messages: Vec<Message>,
+    /// Whether `messages` is maintained.
+    #[serde(default = "yes")]
+    pub keep_history: bool,
     /// What the model is sent, minus the pinned plan block: the system prompt
     /// first; after a compaction, the compaction's view follows it.
     pub view: Vec<Message>,
@@ -127,11 +134,19 @@ pub struct State {
     /// view was never compacted.
     #[serde(default)]
     pub last_compaction: Option<CompactionMark>,
-    /// An update_plan call of the latest step whose successful `tool.result`
-    /// is in the log but whose `plan.updated` is not yet (a crash between the
-    /// two); resume writes the missing `plan.updated`.
+    /// A successful `update_plan` result whose `plan.updated` record is not
+    /// in the log: set by that `tool.result`, cleared by the next record.
+    /// Only a crash between the two leaves it set; resume then writes the
+    /// missing record (the model was already told the plan changed).
     #[serde(default)]
-    pub plan_due: Option<String>,
+    pub plan_update_due: Option<PlanUpdateDue>,
+}
+
+/// The `update_plan` call whose `plan.updated` record is missing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanUpdateDue {
+    pub call_id: String,
+    pub step: u64,
 }
 
 /// Where the latest compaction sits in the history, so that a whole-file
@@ -146,11 +161,26 @@ pub struct CompactionMark {
     pub view_len: usize,
 }
 
+fn yes() -> bool {
+    true
+}
+
+impl State {
+    /// An empty state that does not keep the full history (see `messages`).
+    pub fn without_history() -> State {
+        State {
+            keep_history: false,
+            ..State::default()
+        }
+    }
+}
+
 impl Default for State {
     fn default() -> Self {
         State {
             run: None,
             messages: Vec::new(),
+            keep_history: true,
             view: Vec::new(),
             compacted: false,
             pending: Vec::new(),
@@ -169,7 +199,7 @@ impl Default for State {
             resumes: 0,
             records: 0,
             last_compaction: None,
-            plan_due: None,
+            plan_update_due: None,
         }
     }
 }

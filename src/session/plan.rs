@@ -10,6 +10,8 @@ use crate::event::{PlanItem, PlanStatus};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
+/// The tool that changes the plan.
+pub const TOOL_NAME: &str = "update_plan";
 /// Most items a plan may hold.
 pub const MAX_ITEMS: usize = 50;
 /// Most characters (Unicode scalar values) an item's text may hold.

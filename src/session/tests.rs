@@ -155,6 +155,48 @@ fn plan_updates_replace_the_plan_and_grow_the_history() {
 }
 
 #[test]
+fn an_update_plan_result_without_its_record_is_due() {
+    let mut s = fold(&[
+        run_started(true),
+        response(1, "", vec![call("p1", "update_plan")], (1, 1), 0.0),
+        result(1, "p1", "update_plan", "ok", false),
+    ]);
+    let due = Some(PlanUpdateDue {
+        call_id: "p1".into(),
+        step: 1,
+    });
+    assert_eq!(s.plan_update_due, due);
+    s.apply(&plan_updated(
+        1,
+        1,
+        vec![item("1", "a", PlanStatus::Done)],
+        "",
+    ));
+    assert_eq!(s.plan_update_due, None);
+    // Any later record clears it too; a rejected plan never sets it.
+    let mut t = fold(&[
+        run_started(true),
+        response(1, "", vec![call("p1", "update_plan")], (1, 1), 0.0),
+        result(1, "p1", "update_plan", "ok", false),
+        saved(1),
+    ]);
+    assert_eq!(t.plan_update_due, None);
+    t.apply(&response(
+        2,
+        "",
+        vec![call("p2", "update_plan")],
+        (1, 1),
+        0.0,
+    ));
+    let mut rejected = result(2, "p2", "update_plan", "plan rule", false);
+    if let Event::ToolResult(r) = &mut rejected {
+        r.is_error = true;
+    }
+    t.apply(&rejected);
+    assert_eq!(t.plan_update_due, None);
+}
+
+#[test]
 fn plan_block_is_pinned_after_the_system_prompt() {
     let mut s = fold(&[run_started(true)]);
     let msgs = s.model_messages();

@@ -3,7 +3,7 @@
 
 use super::file::FileCompaction;
 use crate::event::{
-    Compaction, Event, Message, ModelResponse, Resume, StepSaved, ToolResult, Usage,
+    Compaction, Event, Message, ModelResponse, Resume, StepSaved, ToolResult, ToolStarted, Usage,
 };
 
 /// One message after the task, turned into what its record needs.
@@ -61,6 +61,13 @@ impl Emitter {
                 closes_step,
             } => {
                 let step = result.step;
+                // Keep the log's write order: a call that has a result was
+                // started, so its `tool.started` comes first.
+                self.events.push(Event::ToolStarted(ToolStarted {
+                    step,
+                    call_id: result.call_id.clone(),
+                    name: result.name.clone(),
+                }));
                 self.events.push(Event::ToolResult(result));
                 // An update_plan result is followed by its plan record, a
                 // background bash call's by its process record.

@@ -45,10 +45,13 @@ fn v1_fixture_imports_to_the_same_conversation() {
         [
             "run.started",
             "model.response",
+            "tool.started",
             "tool.result",
             "step.saved",
             "model.response",
+            "tool.started",
             "tool.result",
+            "tool.started",
             "tool.result",
             "step.saved",
         ]

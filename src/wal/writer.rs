@@ -115,8 +115,20 @@ impl LockedLog {
     }
 }
 
+/// What the writer has done so far, for the run's own overhead report.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IoStats {
+    pub appends: u64,
+    pub bytes: u64,
+    /// Time in `write`, in nanoseconds.
+    pub write_nanos: u64,
+    /// Time in `fdatasync`, in nanoseconds.
+    pub sync_nanos: u64,
+}
+
 /// The append-only, fail-stop writer of one log file.
 pub struct WalWriter {
+    io: IoStats,
     file: Box<dyn LogFile>,
     path: PathBuf,
     next_seq: u64,
@@ -175,6 +187,7 @@ impl WalWriter {
             None => Box::new(file),
         };
         WalWriter {
+            io: IoStats::default(),
             file,
             path,
             next_seq: last.map_or(1, |p| p.seq + 1),
@@ -221,11 +234,18 @@ impl WalWriter {
         self.buf.clear();
         let crc = encode(self.next_seq, self.prev, ts, event, &mut self.buf)?;
         let expected = self.buf.len();
-        let outcome = match self.file.write(&self.buf) {
-            Ok(n) if n == expected => self.file.sync_data().map_err(|source| WalError::Sync {
-                path: self.path.clone(),
-                source,
-            }),
+        let t0 = std::time::Instant::now();
+        let written = self.file.write(&self.buf);
+        let t1 = std::time::Instant::now();
+        let outcome = match written {
+            Ok(n) if n == expected => {
+                let synced = self.file.sync_data().map_err(|source| WalError::Sync {
+                    path: self.path.clone(),
+                    source,
+                });
+                self.io.sync_nanos += t1.elapsed().as_nanos() as u64;
+                synced
+            }
             Ok(written) => Err(WalError::ShortWrite {
                 path: self.path.clone(),
                 written,
@@ -246,9 +266,17 @@ impl WalWriter {
             offset: self.offset,
             len: expected as u64,
         };
+        self.io.write_nanos += (t1 - t0).as_nanos() as u64;
+        self.io.appends += 1;
+        self.io.bytes += done.len;
         self.next_seq += 1;
         self.prev = crc;
         self.offset += done.len;
         Ok(done)
+    }
+
+    /// Counters of what this writer did.
+    pub fn stats(&self) -> IoStats {
+        self.io
     }
 }

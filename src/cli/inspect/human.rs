@@ -11,7 +11,7 @@ pub fn group(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -121,6 +121,9 @@ fn header(r: &Report, out: &mut dyn Write) -> io::Result<()> {
         ),
     )?;
     row(out, "limits", &limits(r))?;
+    for w in &r.warnings {
+        row(out, "warning", w)?;
+    }
     row(
         out,
         "events",
@@ -218,6 +221,7 @@ fn processes(r: &Report, out: &mut dyn Write) -> io::Result<()> {
     for p in &r.processes {
         let state = match (p.running, p.exit_code, p.signal) {
             (true, _, _) => "running".to_string(),
+            (false, None, None) if p.lost => "lost".to_string(),
             (false, Some(code), _) => format!("exited {code}"),
             (false, None, Some(sig)) => format!("signal {sig}"),
             (false, None, None) => "exited".to_string(),
