@@ -198,7 +198,7 @@ fn bad_trajectories_are_refused_by_resume_and_import() {
             &out,
             2,
             "traj.json",
-            &[traj.clone()],
+            std::slice::from_ref(&traj),
         );
         assert!(
             !sb.path("traj.json.wal").exists(),
@@ -432,11 +432,7 @@ fn bad_plan_updates_change_nothing() {
             1,
             "{what}: only the good update changed the plan"
         );
-        let last = recs
-            .iter()
-            .filter(|r| r.kind == "tool.result")
-            .last()
-            .unwrap();
+        let last = recs.iter().rev().find(|r| r.kind == "tool.result").unwrap();
         assert_eq!(last.data["is_error"], true, "{what}");
     }
 }

@@ -32,7 +32,11 @@ fn crc32(b: &[u8]) -> u32 {
     for &x in b {
         c ^= x as u32;
         for _ in 0..8 {
-            c = if c & 1 != 0 { (c >> 1) ^ 0xEDB8_8320 } else { c >> 1 };
+            c = if c & 1 != 0 {
+                (c >> 1) ^ 0xEDB8_8320
+            } else {
+                c >> 1
+            };
         }
     }
     !c
@@ -50,7 +54,10 @@ fn crc_ok(line: &[u8]) -> Option<u32> {
         return None;
     }
     let hex = &tail[8..16];
-    if !hex.iter().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c)) {
+    if !hex
+        .iter()
+        .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
+    {
         return None;
     }
     let stored = u32::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?;
@@ -62,7 +69,11 @@ fn decodes(line: &[u8]) -> Option<(u64, u32)> {
     let v: Value = serde_json::from_slice(line).ok()?;
     let seq = v["seq"].as_u64()?;
     let prev = v["prev"].as_str()?;
-    if prev.len() != 8 || !prev.bytes().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c)) {
+    if prev.len() != 8
+        || !prev
+            .bytes()
+            .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c))
+    {
         return None;
     }
     v["ts"].as_str()?;
@@ -101,21 +112,32 @@ fn oracle(bytes: &[u8]) -> (Vec<(u64, u64)>, Verdict) {
             Some(((seq, prev), crc)) => {
                 if seq != want_seq || prev != want_prev {
                     let seq = want_seq;
-                    return (good, Verdict::Corrupt { offset: *off as u64, seq });
+                    return (
+                        good,
+                        Verdict::Corrupt {
+                            offset: *off as u64,
+                            seq,
+                        },
+                    );
                 }
                 good.push((*off as u64, piece.len() as u64));
                 want_seq += 1;
                 want_prev = crc;
             }
             None => {
-                let later_valid = pieces[i + 1..].iter().any(|(_, p)| {
-                    crc_ok(p.strip_suffix(b"\n").unwrap_or(p)).is_some()
-                });
+                let later_valid = pieces[i + 1..]
+                    .iter()
+                    .any(|(_, p)| crc_ok(p.strip_suffix(b"\n").unwrap_or(p)).is_some());
                 let merged = pieces[i..].iter().any(|(_, p)| embedded(p));
                 let verdict = if later_valid || merged {
-                    Verdict::Corrupt { offset: *off as u64, seq: want_seq }
+                    Verdict::Corrupt {
+                        offset: *off as u64,
+                        seq: want_seq,
+                    }
                 } else {
-                    Verdict::Torn { offset: *off as u64 }
+                    Verdict::Torn {
+                        offset: *off as u64,
+                    }
                 };
                 return (good, verdict);
             }
@@ -134,8 +156,10 @@ struct Bases {
 fn write_base(dir: &Path, name: &str, turns: u64) -> Vec<u8> {
     let script = dir.join(format!("{name}.json"));
     let list: Vec<Value> = (1..=turns)
-        .map(|n| serde_json::json!({"content": format!("turn {n} ✓"), "tool_calls": [{"name": "bash",
-            "arguments": {"command": format!("echo {name}{n}")}}]}))
+        .map(|n| {
+            serde_json::json!({"content": format!("turn {n} ✓"), "tool_calls": [{"name": "bash",
+            "arguments": {"command": format!("echo {name}{n}")}}]})
+        })
         .collect();
     std::fs::write(&script, serde_json::json!({"turns": list}).to_string()).unwrap();
     let wal = dir.join(format!("{name}.wal"));
@@ -149,7 +173,11 @@ fn write_base(dir: &Path, name: &str, turns: u64) -> Vec<u8> {
         .arg("reader torture")
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     std::fs::read(&wal).unwrap()
 }
 
@@ -206,7 +234,9 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 fn lines_of(b: &[u8]) -> Vec<Vec<u8>> {
-    b.split_inclusive(|c| *c == b'\n').map(<[u8]>::to_vec).collect()
+    b.split_inclusive(|c| *c == b'\n')
+        .map(<[u8]>::to_vec)
+        .collect()
 }
 
 fn apply(mut f: Vec<u8>, op: &Op, other: &[u8]) -> Vec<u8> {
@@ -288,7 +318,10 @@ fn check(bytes: &[u8], dir: &Path, open_too: bool) -> Result<(), TestCaseError> 
             prop_assert_eq!(t.bytes, bytes.len() as u64 - t.offset, "torn bytes");
             Verdict::Torn { offset: t.offset }
         }
-        (None, Some(c)) => Verdict::Corrupt { offset: c.offset, seq: c.seq },
+        (None, Some(c)) => Verdict::Corrupt {
+            offset: c.offset,
+            seq: c.seq,
+        },
         (Some(_), Some(_)) => return Err(TestCaseError::fail("both torn and corrupt")),
     };
     prop_assert_eq!(&got, &verdict, "verdict");
@@ -296,17 +329,31 @@ fn check(bytes: &[u8], dir: &Path, open_too: bool) -> Result<(), TestCaseError> 
         return Ok(());
     }
     // Opening for writing: cut exactly the torn tail, never touch corruption.
-    let opened = Store::open(&path, StoreOptions { snapshot_every: 0, ..StoreOptions::default() });
+    let opened = Store::open(
+        &path,
+        StoreOptions {
+            snapshot_every: 0,
+            ..StoreOptions::default()
+        },
+    );
     let after = std::fs::read(&path).unwrap();
     match (&verdict, opened) {
-        (Verdict::Corrupt { .. }, Ok(_)) => return Err(TestCaseError::fail("opened a corrupt log")),
-        (Verdict::Corrupt { .. }, Err(_)) => prop_assert_eq!(&after[..], bytes, "a corrupt log was changed"),
+        (Verdict::Corrupt { .. }, Ok(_)) => {
+            return Err(TestCaseError::fail("opened a corrupt log"));
+        }
+        (Verdict::Corrupt { .. }, Err(_)) => {
+            prop_assert_eq!(&after[..], bytes, "a corrupt log was changed")
+        }
         (_, Err(_)) => {
             prop_assert!(good.is_empty(), "refused a log with good records");
             prop_assert_eq!(&after[..], bytes, "a refused log was changed");
         }
         (Verdict::Torn { offset }, Ok((store, rep))) => {
-            prop_assert_eq!(&after[..], &bytes[..*offset as usize], "cut at the torn tail");
+            prop_assert_eq!(
+                &after[..],
+                &bytes[..*offset as usize],
+                "cut at the torn tail"
+            );
             let (torn, saved) = rep.torn_tail.expect("torn tail reported");
             prop_assert_eq!(torn.offset, *offset);
             prop_assert_eq!(std::fs::read(&saved).unwrap(), &bytes[*offset as usize..]);
@@ -324,7 +371,10 @@ fn check(bytes: &[u8], dir: &Path, open_too: bool) -> Result<(), TestCaseError> 
 }
 
 fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(256)
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(256)
 }
 
 proptest! {
@@ -367,17 +417,31 @@ fn oracle_follows_the_table() {
     // Incomplete last line: torn.
     let mut f = a.clone();
     f.pop();
-    assert_eq!(oracle(&f).1, Verdict::Torn { offset: off(l.len() - 1) });
+    assert_eq!(
+        oracle(&f).1,
+        Verdict::Torn {
+            offset: off(l.len() - 1)
+        }
+    );
     // Bad crc in the middle: corruption.
     let mut f = a.clone();
     f[off(2) as usize + 3] ^= 1;
-    assert_eq!(oracle(&f).1, Verdict::Corrupt { offset: off(2), seq: 3 });
+    assert_eq!(
+        oracle(&f).1,
+        Verdict::Corrupt {
+            offset: off(2),
+            seq: 3
+        }
+    );
     // Duplicated last line: corruption even at the end.
     let mut f = a.clone();
     f.extend_from_slice(l.last().unwrap());
     assert_eq!(
         oracle(&f).1,
-        Verdict::Corrupt { offset: a.len() as u64, seq: l.len() as u64 + 1 }
+        Verdict::Corrupt {
+            offset: a.len() as u64,
+            seq: l.len() as u64 + 1
+        }
     );
     // A bad line, then a later line whose newline was damaged so that a
     // crc-valid record sits inside it: corruption (docs/format.md: "inside
@@ -386,11 +450,22 @@ fn oracle_follows_the_table() {
     f.extend_from_slice(b"garbage\n");
     f.extend_from_slice(b"more garbage");
     f.extend_from_slice(&l[3]);
-    assert_eq!(oracle(&f).1, Verdict::Corrupt { offset: off(3), seq: 4 });
+    assert_eq!(
+        oracle(&f).1,
+        Verdict::Corrupt {
+            offset: off(3),
+            seq: 4
+        }
+    );
     let dir = tempfile::tempdir().unwrap();
     check(&f, dir.path(), true).unwrap();
     // Zeros after the last record: torn.
     let mut f = a.clone();
     f.extend_from_slice(&[0; 64]);
-    assert_eq!(oracle(&f).1, Verdict::Torn { offset: a.len() as u64 });
+    assert_eq!(
+        oracle(&f).1,
+        Verdict::Torn {
+            offset: a.len() as u64
+        }
+    );
 }

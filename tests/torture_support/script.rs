@@ -54,7 +54,7 @@ impl Script {
             let kind = (n * 5 + i * 3) % 8;
             let sleep = ((n * 37 + i * 11) % 30) as f64 / 100.0; // 0.00..0.29 s
             let (name, args, effect) = match kind {
-                0 | 4 if i == 0 && n % 4 == 0 => {
+                0 | 4 if i == 0 && n.is_multiple_of(4) => {
                     ("update_plan", plan_args(n), Effect::Plan(plan_items(n)))
                 }
                 1 if n + 2 <= self.turns => (
