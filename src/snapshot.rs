@@ -344,6 +344,20 @@ impl Compactor {
     }
 }
 
+impl Drop for Compactor {
+    /// A store dropped without `close` (e.g. when the process is about to
+    /// exit) still lets a snapshot being written finish, so no temp file is
+    /// left behind; it writes no final snapshot.
+    fn drop(&mut self) {
+        if let Some(h) = self.handle.take() {
+            let _ = self.tx.send(Msg::Stop {
+                final_snapshot: false,
+            });
+            let _ = h.join();
+        }
+    }
+}
+
 fn run(
     wal: PathBuf,
     mut state: State,

@@ -216,6 +216,9 @@ impl Agent {
                 json!({ "seq": saved.seq, "path": saved.path.display().to_string() }),
             );
         }
+        for warning in self.store.take_warnings() {
+            self.out.warn(&warning);
+        }
         Ok(seq)
     }
 

@@ -70,7 +70,22 @@ pub fn main(cli: Cli) -> i32 {
     }
 }
 
+/// A write past the file-size limit (`ulimit -f`) raises SIGXFSZ, whose
+/// default action kills the process without a word. With a handler
+/// installed the write fails with EFBIG instead, so the log writer stops
+/// cleanly (exit 1, one line naming the error) and a snapshot write becomes
+/// a warning. Children get the default action back on exec.
+fn catch_file_size_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let xfsz = SignalKind::from_raw(nix::sys::signal::Signal::SIGXFSZ as i32);
+    // Installing the handler is what matters; the stream is never polled.
+    if let Err(e) = signal(xfsz) {
+        eprintln!("tinyagent: warning: cannot catch SIGXFSZ: {e}");
+    }
+}
+
 async fn dispatch(cli: Cli) -> Result<i32, CliError> {
+    catch_file_size_signal();
     match cli.command {
         Command::Run(a) => run::run(&a).await,
         Command::Resume(a) => resume::resume(&a).await,

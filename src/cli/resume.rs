@@ -3,7 +3,7 @@
 
 use super::CliError;
 use super::args::ResumeArgs;
-use super::run::{exec_env, process_dir, provider_for, store_options};
+use super::run::{exec_env, faults_from_env, process_dir, provider_for, store_options};
 use crate::agent::output::Output;
 use crate::agent::resume::StopInfo;
 use crate::agent::{Agent, AgentParts};
@@ -119,9 +119,10 @@ pub async fn resume(args: &ResumeArgs) -> Result<i32, CliError> {
         return Err(refuse(format!("{}: no such log", wal.display())));
     }
     let stopped_at = mtime(&wal);
-    let options = run_started(&wal)
+    let mut options = run_started(&wal)
         .map(|r| store_options(&r))
         .unwrap_or_default();
+    options.faults = faults_from_env()?;
     let (store, report) =
         Store::open(&wal, options).map_err(|e| CliError::new(e.exit_code(), e.to_string()))?;
     let run = store.state().run.clone().ok_or_else(|| {

@@ -267,6 +267,12 @@ pub fn store_options(run: &RunStarted) -> StoreOptions {
     }
 }
 
+/// The test seam's fault plan (`TINYAGENT_FAULTS`, see `wal::fs`) for the
+/// log this process writes; a plan that does not parse is refused.
+pub fn faults_from_env() -> Result<Option<crate::wal::fs::FaultPlan>, CliError> {
+    crate::wal::fs::FaultPlan::from_env().map_err(|e| refuse(e.to_string()))
+}
+
 /// `tinyagent run`.
 pub async fn run(args: &RunArgs) -> Result<i32, CliError> {
     let plan = plan_run(args)?;
@@ -276,7 +282,9 @@ pub async fn run(args: &RunArgs) -> Result<i32, CliError> {
         std::fs::create_dir_all(dir)
             .map_err(|e| CliError::new(1, format!("cannot create {}: {e}", dir.display())))?;
     }
-    let mut store = Store::create(&plan.wal, store_options(&plan.started))
+    let mut options = store_options(&plan.started);
+    options.faults = faults_from_env()?;
+    let mut store = Store::create(&plan.wal, options)
         .map_err(|e| CliError::new(e.exit_code(), e.to_string()))?;
     let started = Event::RunStarted(plan.started.clone());
     let seq = store
