@@ -7,8 +7,8 @@
 //! save the same bytes.
 
 use crate::event::{
-    Compaction, Event, Limits, Message, ModelResponse, RunStarted, SCHEMA_VERSION, StepSaved, ToolCall,
-    ToolResult, ToolStarted, Usage,
+    Compaction, Event, Limits, Message, ModelResponse, RunStarted, SCHEMA_VERSION, StepSaved,
+    ToolCall, ToolResult, ToolStarted, Usage,
 };
 use crate::wal::frame;
 use serde::Serialize;
@@ -159,8 +159,11 @@ impl SyntheticRun {
             msgs.push(assistant);
             msgs.push(Message::tool(&id, "bash", content, false));
             if compact_every.is_some_and(|n| step % n == 0) {
-                let summary = format!("Steps 1 to {step}: ran the failing suites, read their output.");
-                let mut view = vec![Message::user(format!("[Summary of earlier work]\n{summary}"))];
+                let summary =
+                    format!("Steps 1 to {step}: ran the failing suites, read their output.");
+                let mut view = vec![Message::user(format!(
+                    "[Summary of earlier work]\n{summary}"
+                ))];
                 view.extend_from_slice(&msgs[msgs.len() - 4..]);
                 events.push(Event::Compaction(Compaction {
                     step,

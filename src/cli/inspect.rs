@@ -341,19 +341,25 @@ pub fn inspect(path: &Path, json: bool, out: &mut dyn Write) -> anyhow::Result<i
     Ok(0)
 }
 
+/// Scans the whole log; the error says why it is not a readable log.
+fn scan_log(path: &Path) -> Result<reader::ScanReport, String> {
+    let scan = reader::scan(path, None, |_, _| {})
+        .map_err(|e| format!("unreadable: {}: {e}", path.display()))?;
+    match not_a_log(path, &scan) {
+        Some(e) => Err(e.to_string()),
+        None => Ok(scan),
+    }
+}
+
 /// `tinyagent log verify <WAL>`: 0 clean, 1 torn tail, 2 corrupt or unreadable.
 pub fn verify(path: &Path, out: &mut dyn Write) -> anyhow::Result<i32> {
-    let scan = match reader::scan(path, None, |_, _| {}) {
+    let scan = match scan_log(path) {
         Ok(scan) => scan,
         Err(e) => {
-            writeln!(out, "unreadable: {}: {e}", path.display())?;
+            writeln!(out, "{e}")?;
             return Ok(2);
         }
     };
-    if let Some(e) = not_a_log(path, &scan) {
-        writeln!(out, "{e}")?;
-        return Ok(2);
-    }
     if let Some(c) = &scan.corruption {
         writeln!(
             out,
@@ -380,17 +386,13 @@ pub fn verify(path: &Path, out: &mut dyn Write) -> anyhow::Result<i32> {
 
 /// `tinyagent log repair <WAL>`: cut a torn tail, keeping the bytes beside the log.
 pub fn repair(path: &Path, out: &mut dyn Write) -> anyhow::Result<i32> {
-    let scan = match reader::scan(path, None, |_, _| {}) {
+    let scan = match scan_log(path) {
         Ok(scan) => scan,
         Err(e) => {
-            writeln!(out, "unreadable: {}: {e}", path.display())?;
+            writeln!(out, "refused: {e}; nothing was changed")?;
             return Ok(2);
         }
     };
-    if let Some(e) = not_a_log(path, &scan) {
-        writeln!(out, "refused: {e}; nothing was changed")?;
-        return Ok(2);
-    }
     if let Some(c) = &scan.corruption {
         writeln!(
             out,
