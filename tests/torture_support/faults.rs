@@ -81,7 +81,14 @@ pub fn assert_intact(wal: &Path, acked: &[(u64, String)]) {
         let i = (*seq - 1) as usize;
         assert!(
             i + 1 < lines.len(),
-            "acknowledged seq {seq} is not complete in the log"
+            "acknowledged seq {seq} is not complete in the log: {} bytes, {} complete lines, \
+             {} zero bytes, last line starts {:?}",
+            bytes.len(),
+            lines.len() - 1,
+            bytes.iter().filter(|b| **b == 0).count(),
+            lines
+                .get(lines.len().saturating_sub(2))
+                .map(|l| String::from_utf8_lossy(&l[..l.len().min(80)]).into_owned())
         );
         let line = lines[i];
         let text = std::str::from_utf8(line).expect("utf-8 line");
