@@ -313,9 +313,9 @@ fn bad_flags_are_refused_with_exit_2() {
         );
         assert!(!wal.exists(), "{name}: no log for refused flags");
     }
-    // `log inspect` of a missing file: the contract gives no code; it is 1.
+    // `log inspect` of a missing file: refused input (2), like `log verify`.
     let out = output(cmd(&sb, &["log", "inspect", "nope.wal"]));
-    refused("inspect nothing", &out, 1, "nope.wal", &[]);
+    refused("inspect nothing", &out, 2, "nope.wal", &[]);
 }
 
 /// A run whose model sends `calls` (raw argument strings) one per turn.

@@ -50,7 +50,11 @@ fn import(json: &Path, output: &Path) -> Result<i32, CliError> {
 pub fn log(cmd: LogCommand) -> Result<i32, CliError> {
     let (mut out, mut err) = (std::io::stdout(), std::io::stderr());
     match cmd {
-        LogCommand::Inspect { wal, json } => Ok(inspect::inspect(&wal, json, &mut out)?),
+        // A file that cannot be read as a log is refused input, as for
+        // `log verify`.
+        LogCommand::Inspect { wal, json } => {
+            inspect::inspect(&wal, json, &mut out).map_err(|e| CliError::new(2, format!("{e:#}")))
+        }
         LogCommand::Verify { wal } => Ok(inspect::verify(&wal, &mut err)?),
         LogCommand::Repair { wal } => Ok(inspect::repair(&wal, &mut err)?),
         LogCommand::Export { wal, output } => export(&wal, output.as_deref()),
