@@ -8,6 +8,7 @@
 //! state changes only through `State::apply` inside `Store::append`.
 
 pub mod compaction;
+mod hook_calls;
 pub mod hooks;
 pub mod output;
 pub mod prompt;
@@ -455,108 +456,6 @@ impl Agent {
                 "pending": pending,
             }),
         );
-    }
-
-    fn hook_input(&self, step: u64, call: &ToolCall, hook: &str) -> serde_json::Value {
-        let run_id = self.state().run.as_ref().map(|r| r.run_id.clone());
-        let arguments = serde_json::from_str::<serde_json::Value>(&call.arguments)
-            .unwrap_or_else(|_| serde_json::Value::String(call.arguments.clone()));
-        json!({
-            "hook": hook,
-            "run_id": run_id,
-            "step": step,
-            "call_id": call.id,
-            "tool": call.name,
-            "arguments": arguments,
-            "workspace": self.workspace.display().to_string(),
-        })
-    }
-
-    fn hook_settings(&self) -> (Option<String>, Option<String>, std::time::Duration, bool) {
-        let settings = self
-            .state()
-            .run
-            .as_ref()
-            .map(|r| r.settings.clone())
-            .unwrap_or_default();
-        let timeout = settings
-            .hooks_timeout_ms
-            .map(std::time::Duration::from_millis)
-            .unwrap_or(hooks::DEFAULT_TIMEOUT);
-        let block_on_failure = settings.hooks_on_failure.as_deref() != Some("allow");
-        (
-            settings.hooks_pre_tool,
-            settings.hooks_post_tool,
-            timeout,
-            block_on_failure,
-        )
-    }
-
-    /// Reports a hook run on `--json` (and a failure on stderr) and gives
-    /// the record of it that goes into the call's `tool.result`.
-    fn report_hook(&self, hook: &str, call: &ToolCall, outcome: &hooks::HookOutcome) -> HookRun {
-        let detail = match outcome {
-            hooks::HookOutcome::Allow { feedback } => feedback.clone(),
-            hooks::HookOutcome::Block { reason } => Some(reason.clone()),
-            hooks::HookOutcome::Failed { error } => Some(error.clone()),
-        };
-        self.out.event(
-            "hook.ran",
-            json!({ "hook": hook, "call_id": call.id, "tool": call.name,
-                    "outcome": outcome.label(), "detail": detail }),
-        );
-        if let hooks::HookOutcome::Failed { error } = outcome {
-            self.out.warn(error);
-        }
-        HookRun {
-            hook: hook.to_string(),
-            outcome: outcome.label().to_string(),
-            detail: detail.map(|d| hooks::clip(&d)),
-        }
-    }
-
-    /// Runs the pre hook, if one is set.
-    fn pre_hook(&self, step: u64, call: &ToolCall) -> Option<PreHook> {
-        let (pre, _, timeout, block_on_failure) = self.hook_settings();
-        let command = pre?;
-        let input = self.hook_input(step, call, "pre_tool");
-        let outcome = tokio::task::block_in_place(|| {
-            hooks::run_hook(&command, &input, &self.workspace, timeout)
-        });
-        let run = self.report_hook("pre_tool", call, &outcome);
-        let blocked = match outcome {
-            hooks::HookOutcome::Allow { .. } => None,
-            hooks::HookOutcome::Block { reason } => Some(reason),
-            hooks::HookOutcome::Failed { error } if block_on_failure => Some(format!(
-                "the hook failed and hooks.on_failure is block: {error}"
-            )),
-            hooks::HookOutcome::Failed { .. } => None,
-        };
-        Some(PreHook { run, blocked })
-    }
-
-    /// Runs the post hook, if one is set; gives its run and the feedback to
-    /// append to the result.
-    fn post_hook(
-        &self,
-        step: u64,
-        call: &ToolCall,
-        outcome: &ToolOutcome,
-    ) -> Option<(HookRun, Option<String>)> {
-        let (_, post, timeout, _) = self.hook_settings();
-        let command = post?;
-        let mut input = self.hook_input(step, call, "post_tool");
-        input["result"] = json!({ "content": outcome.content, "is_error": outcome.is_error });
-        let ran = tokio::task::block_in_place(|| {
-            hooks::run_hook(&command, &input, &self.workspace, timeout)
-        });
-        let run = self.report_hook("post_tool", call, &ran);
-        let feedback = match ran {
-            hooks::HookOutcome::Allow { feedback } => feedback,
-            hooks::HookOutcome::Block { reason } => Some(format!("objection: {reason}")),
-            hooks::HookOutcome::Failed { error } => Some(format!("the hook failed: {error}")),
-        };
-        Some((run, feedback))
     }
 
     /// Runs a tool on this thread (tools are synchronous).
