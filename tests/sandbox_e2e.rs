@@ -81,7 +81,14 @@ fn sandbox_keeps_writes_in_the_workspace_and_refuses_the_network() {
     }
     // On the host's real file system (not under /tmp, which is private in
     // the sandbox), outside the workspace.
-    let host_dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    // (A checkout under /tmp has its target dir there too: use /var/tmp then.)
+    let target_tmp = env!("CARGO_TARGET_TMPDIR");
+    let host_base = if target_tmp.starts_with("/tmp") {
+        "/var/tmp"
+    } else {
+        target_tmp
+    };
+    let host_dir = tempfile::tempdir_in(host_base).unwrap();
     let escaped = host_dir.path().join("escaped.txt");
     let beside = sb.path("beside.txt");
     let (l, port) = listener();
@@ -113,7 +120,10 @@ fn sandbox_keeps_writes_in_the_workspace_and_refuses_the_network() {
     let recs = log(&sb);
     let outside = content(&recs, "out");
     assert!(outside.contains("refused-outside"), "{outside}");
-    assert!(outside.contains("Read-only file system"), "{outside}");
+    assert!(
+        outside.contains("Read-only file system") || outside.contains("No such file or directory"),
+        "{outside}"
+    );
     assert!(!escaped.exists(), "a write escaped the sandbox");
     assert!(
         !beside.exists(),
