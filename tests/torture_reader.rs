@@ -8,8 +8,10 @@
 //!
 //! Cases: `PROPTEST_CASES` (default 256; the long mode uses e.g. 100000).
 
+mod contract_reader;
 mod e2e;
 
+use contract_reader::crc32;
 use proptest::prelude::*;
 use proptest::sample::Index;
 use serde_json::Value;
@@ -25,21 +27,6 @@ enum Verdict {
     Clean,
     Torn { offset: u64 },
     Corrupt { offset: u64, seq: u64 },
-}
-
-fn crc32(b: &[u8]) -> u32 {
-    let mut c = 0xFFFF_FFFFu32;
-    for &x in b {
-        c ^= x as u32;
-        for _ in 0..8 {
-            c = if c & 1 != 0 {
-                (c >> 1) ^ 0xEDB8_8320
-            } else {
-                c >> 1
-            };
-        }
-    }
-    !c
 }
 
 /// Rule 2: ends with `,"crc":"hhhhhhhh"}` (lowercase hex) matching

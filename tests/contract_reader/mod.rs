@@ -17,7 +17,9 @@ pub struct Rec {
     pub data: Value,
 }
 
-fn crc32(bytes: &[u8]) -> u32 {
+/// Bitwise IEEE CRC-32, independent of crc32fast (shared by the tests that
+/// check crcs on their own).
+pub fn crc32(bytes: &[u8]) -> u32 {
     // Bitwise IEEE CRC-32 (reflected, poly 0xEDB88320): deliberately not crc32fast.
     let mut crc = 0xFFFF_FFFFu32;
     for &b in bytes {
