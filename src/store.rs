@@ -462,6 +462,21 @@ pub fn load_with(path: &Path, use_snapshot: bool) -> Result<Loaded, StoreError> 
             warnings,
         });
     }
+    full_load(path, warnings, |_| {})
+}
+
+/// [`load`], also showing every record read to `observe` (one pass over the
+/// file for what the fold does not keep, such as per-call hook runs).
+pub fn load_observed(path: &Path, observe: impl FnMut(&Event)) -> Result<Loaded, StoreError> {
+    check_regular(path)?;
+    full_load(path, Vec::new(), observe)
+}
+
+fn full_load(
+    path: &Path,
+    warnings: Vec<String>,
+    mut observe: impl FnMut(&Event),
+) -> Result<Loaded, StoreError> {
     // Note which snapshot (if any) matches a record of this log.
     let cands: Vec<(PathBuf, RecordPos)> =
         [snapshot::snapshot_path(path), snapshot::backup_path(path)]
@@ -472,6 +487,7 @@ pub fn load_with(path: &Path, use_snapshot: bool) -> Result<Loaded, StoreError> 
     let mut state = State::default();
     let scan = scan(path, None, |f, pos| {
         state.apply(&f.event);
+        observe(&f.event);
         if let Some((p, _)) = cands.iter().find(|(_, c)| c == pos)
             && matched.as_ref().is_none_or(|m| m.seq < pos.seq)
         {

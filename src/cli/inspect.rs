@@ -304,7 +304,10 @@ fn not_a_log(path: &Path, scan: &ScanReport) -> Option<InspectError> {
 /// Reads the log (without a lock) and builds its report.
 pub fn read_report(path: &Path) -> anyhow::Result<Report> {
     // The store's errors name the path already.
-    let loaded = store::load(path)?;
+    // Hook runs are not part of the folded state: they are counted in the
+    // same pass that replays the log.
+    let mut hooks = HooksJson::default();
+    let loaded = store::load_observed(path, |e| hooks.add(e))?;
     if let Some(e) = not_a_log(path, &loaded.scan) {
         return Err(e.into());
     }
@@ -313,9 +316,6 @@ pub fn read_report(path: &Path) -> anyhow::Result<Report> {
         path: s.path.display().to_string(),
     });
     let mut report = Report::new(path, &loaded.state, &loaded.scan, snapshot);
-    // Hook runs are not part of the folded state: count them in one more pass.
-    let mut hooks = HooksJson::default();
-    reader::scan(path, None, |f, _| hooks.add(&f.event))?;
     report.hooks = hooks;
     report.warnings = loaded.warnings;
     for file in [snapshot::snapshot_path(path), snapshot::backup_path(path)] {
