@@ -15,6 +15,8 @@ pub struct Output {
     json: bool,
     spinner: Option<ProgressBar>,
     streamed: bool,
+    /// The step the model is answering (for the streamed text's header).
+    step: u64,
 }
 
 fn preview(s: &str, max: usize) -> String {
@@ -33,6 +35,7 @@ impl Output {
             json,
             spinner: None,
             streamed: false,
+            step: 0,
         }
     }
 
@@ -78,6 +81,7 @@ impl Output {
     /// Starts the "model is thinking" spinner (human mode, terminals only).
     pub fn thinking(&mut self, step: u64) {
         self.streamed = false;
+        self.step = step;
         if self.json {
             return;
         }
@@ -98,6 +102,9 @@ impl Output {
         }
         if let Some(sp) = self.spinner.take() {
             sp.finish_and_clear();
+        }
+        if !self.streamed {
+            eprint!("step {} · ", self.step);
         }
         self.streamed = true;
         eprint!("{chunk}");
