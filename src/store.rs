@@ -293,7 +293,7 @@ impl Store {
     /// missing); refuses an existing file.
     pub fn create(path: &Path, opts: StoreOptions) -> Result<Store, StoreError> {
         let dir = crate::wal::parent_dir(path);
-        std::fs::create_dir_all(dir)
+        crate::wal::create_dir_all_durable(dir)
             .map_err(io_err(format!("could not create {}", dir.display())))?;
         let writer = WalWriter::create_with(path, opts.faults.clone())?;
         // Under the lock now: leftovers of an older log of the same name go.

@@ -278,10 +278,7 @@ pub async fn run(args: &RunArgs) -> Result<i32, CliError> {
     let plan = plan_run(args)?;
     let provider = provider_for(&plan.started, &args.provider)?;
     let env = exec_env(&plan.started)?;
-    if let Some(dir) = plan.wal.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| CliError::new(1, format!("cannot create {}: {e}", dir.display())))?;
-    }
+    // Store::create makes the log's directory (durably) when it is missing.
     let mut options = store_options(&plan.started);
     options.faults = faults_from_env()?;
     let mut store = Store::create(&plan.wal, options)
