@@ -81,14 +81,7 @@ fn sandbox_keeps_writes_in_the_workspace_and_refuses_the_network() {
     }
     // On the host's real file system (not under /tmp, which is private in
     // the sandbox), outside the workspace.
-    // (A checkout under /tmp has its target dir there too: use /var/tmp then.)
-    let target_tmp = env!("CARGO_TARGET_TMPDIR");
-    let host_base = if target_tmp.starts_with("/tmp") {
-        "/var/tmp"
-    } else {
-        target_tmp
-    };
-    let host_dir = tempfile::tempdir_in(host_base).unwrap();
+    let host_dir = e2e::host_tempdir();
     let escaped = host_dir.path().join("escaped.txt");
     let beside = sb.path("beside.txt");
     let (l, port) = listener();

@@ -3,6 +3,7 @@
 //! background processes work inside it. Skipped (with a printed message) where
 //! bubblewrap is missing or cannot create namespaces.
 
+mod e2e;
 mod tools_support;
 
 use serde_json::json;
@@ -40,14 +41,7 @@ fn workspace_is_writable_and_the_rest_is_read_only() {
     };
     // A directory on the host's real file system (not under /tmp, which is
     // private in the sandbox), outside the workspace.
-    // (A checkout under /tmp has its target dir there too: use /var/tmp then.)
-    let target_tmp = env!("CARGO_TARGET_TMPDIR");
-    let host_base = if target_tmp.starts_with("/tmp") {
-        "/var/tmp"
-    } else {
-        target_tmp
-    };
-    let host_dir = tempfile::tempdir_in(host_base).unwrap();
+    let host_dir = e2e::host_tempdir();
     let target = host_dir.path().join("escaped.txt");
     // Beside the workspace, under /tmp: lands in the private /tmp at most.
     let beside = fx.outside().join("beside.txt");

@@ -110,3 +110,17 @@ pub fn all_files(dir: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+/// A temp directory on the host's real file system, outside any workspace
+/// and outside `/tmp` (which a sandbox replaces with a private one): where a
+/// write escaping the sandbox would land. A checkout under `/tmp` has its
+/// target dir there too, so `/var/tmp` is used then.
+pub fn host_tempdir() -> tempfile::TempDir {
+    let target_tmp = env!("CARGO_TARGET_TMPDIR");
+    let base = if target_tmp.starts_with("/tmp") {
+        "/var/tmp"
+    } else {
+        target_tmp
+    };
+    tempfile::tempdir_in(base).expect("host temp dir")
+}
