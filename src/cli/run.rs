@@ -19,6 +19,8 @@ pub const DEFAULT_SNAPSHOT_EVERY: u64 = 1000;
 pub struct RunPlan {
     pub wal: PathBuf,
     pub started: RunStarted,
+    /// The tool set `started` records the signature of.
+    pub tools: ToolSet,
     pub json: bool,
 }
 
@@ -183,6 +185,7 @@ pub fn plan_run(args: &RunArgs) -> Result<RunPlan, CliError> {
     Ok(RunPlan {
         wal,
         started,
+        tools,
         json: args.json,
     })
 }
@@ -291,10 +294,7 @@ pub async fn run(args: &RunArgs) -> Result<i32, CliError> {
     let processes = ProcessTable::new(process_dir(&plan.wal));
     let mut agent = Agent::new(AgentParts {
         store,
-        tools: ToolSet::new(ToolSetOptions {
-            read_only: plan.started.read_only,
-            plan: plan.started.plan_enabled,
-        }),
+        tools: plan.tools,
         provider,
         env,
         processes,
