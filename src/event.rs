@@ -237,6 +237,82 @@ pub struct ToolResult {
     pub hooks: Vec<HookRun>,
 }
 
+/// Result text for a call whose `tool.started` was durable but no result.
+pub const INTERRUPTED_TEXT: &str = "[interrupted: tool did not complete before the agent stopped; it may have partially run — verify state before retrying]";
+/// Result text for a call that never started.
+pub const NOT_RUN_TEXT: &str =
+    "[not run: the agent stopped before this call started; it had no effect]";
+
+impl ToolResult {
+    /// A plain result: not interrupted, not a format error, no hooks.
+    pub fn new(
+        step: u64,
+        call_id: impl Into<String>,
+        name: impl Into<String>,
+        content: impl Into<String>,
+        is_error: bool,
+    ) -> ToolResult {
+        ToolResult {
+            step,
+            call_id: call_id.into(),
+            name: name.into(),
+            content: content.into(),
+            is_error,
+            interrupted: false,
+            format_error: false,
+            rerun: false,
+            hooks: Vec::new(),
+        }
+    }
+
+    /// The result of a call that ran to its end (`content` is what the tool
+    /// and the post hook said).
+    pub fn completed(
+        step: u64,
+        call: &ToolCall,
+        content: String,
+        is_error: bool,
+        format_error: bool,
+        hooks: Vec<HookRun>,
+    ) -> ToolResult {
+        ToolResult {
+            format_error,
+            hooks,
+            ..ToolResult::new(step, &call.id, &call.name, content, is_error)
+        }
+    }
+
+    /// A call the pre hook blocked: it never ran.
+    pub fn blocked(step: u64, call: &ToolCall, reason: &str, hooks: Vec<HookRun>) -> ToolResult {
+        ToolResult {
+            hooks,
+            ..ToolResult::new(
+                step,
+                &call.id,
+                &call.name,
+                format!("[blocked by the pre_tool hook: {reason}] The call was not run."),
+                true,
+            )
+        }
+    }
+
+    /// Synthesized on resume for a call that started but has no result.
+    pub fn interrupted(step: u64, call_id: &str, name: &str) -> ToolResult {
+        ToolResult {
+            interrupted: true,
+            ..ToolResult::new(step, call_id, name, INTERRUPTED_TEXT, true)
+        }
+    }
+
+    /// Synthesized on resume for a call that never started.
+    pub fn not_run(step: u64, call_id: &str, name: &str) -> ToolResult {
+        ToolResult {
+            interrupted: true,
+            ..ToolResult::new(step, call_id, name, NOT_RUN_TEXT, true)
+        }
+    }
+}
+
 /// One hook run for a call, as recorded in its `tool.result`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HookRun {

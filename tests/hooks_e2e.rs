@@ -494,3 +494,77 @@ fn agent_killed_in_the_post_hook_resumes_the_call_as_interrupted() {
     );
     server.assert_no_violations();
 }
+
+/// A read whose first run was interrupted is re-run on resume through the
+/// same hooks as a live call: here the pre hook blocks it the second time.
+#[test]
+fn a_read_rerun_on_resume_goes_through_the_pre_hook() {
+    let sb = Sandbox::new();
+    std::fs::write(sb.ws().join("r.txt"), "readable\n").unwrap();
+    let flag = sb.path("block-now");
+    let pre = hook(
+        &sb,
+        "pre.sh",
+        &format!(
+            "cat >/dev/null\n[ -e '{}' ] && {{ echo 'reads are blocked now' >&2; exit 2; }}\nexit 0\n",
+            flag.display()
+        ),
+    );
+    let server = MockServer::start(vec![
+        MockReply::tool_call("read", json!({"path": "r.txt"})).with_ids(&["rd"]),
+        MockReply::text("done"),
+    ]);
+    let toml = hooks_toml(Some(&pre), None, "");
+    let mut cmd = sb.run_cmd_cfg(&server.base_url(), "read it", &toml);
+    cmd.env("TINYAGENT_CRASH_AFTER", "tool.started:1");
+    let out = output(cmd);
+    assert_eq!(out.status.signal(), Some(9), "{}", stderr(&out));
+    std::fs::write(&flag, "").unwrap();
+    resume(&sb);
+    let recs = log(&sb);
+    let blocked = find(&recs, "hook.blocked", "rd").expect("the re-run was blocked");
+    assert!(
+        blocked.data["reason"]
+            .as_str()
+            .unwrap()
+            .contains("reads are blocked now")
+    );
+    let r = result(&recs, "rd");
+    assert_eq!(r["is_error"], true);
+    assert!(
+        r["content"]
+            .as_str()
+            .unwrap()
+            .contains("blocked by the pre_tool hook")
+    );
+    assert!(!sent_result(&server, "rd").contains("readable"));
+    server.assert_no_violations();
+}
+
+/// A re-run read gets its post hook's feedback, like a live one.
+#[test]
+fn a_read_rerun_on_resume_goes_through_the_post_hook() {
+    let sb = Sandbox::new();
+    std::fs::write(sb.ws().join("r.txt"), "readable\n").unwrap();
+    let post = hook(&sb, "post.sh", "cat >/dev/null\necho 'post saw it'\n");
+    let server = MockServer::start(vec![
+        MockReply::tool_call("read", json!({"path": "r.txt"})).with_ids(&["rd"]),
+        MockReply::text("done"),
+    ]);
+    let toml = hooks_toml(None, Some(&post), "");
+    let mut cmd = sb.run_cmd_cfg(&server.base_url(), "read it", &toml);
+    cmd.env("TINYAGENT_CRASH_AFTER", "tool.started:1");
+    let out = output(cmd);
+    assert_eq!(out.status.signal(), Some(9), "{}", stderr(&out));
+    resume(&sb);
+    let recs = log(&sb);
+    let r = result(&recs, "rd");
+    assert_eq!(r["rerun"], true);
+    assert_eq!(r["hooks"][0]["hook"], "post_tool");
+    let sent = sent_result(&server, "rd");
+    assert!(
+        sent.contains("readable") && sent.contains("post saw it"),
+        "{sent}"
+    );
+    server.assert_no_violations();
+}

@@ -270,7 +270,8 @@ fn read_only_calls_are_rerun_on_resume() {
         .with_ids(&["rd", "bx"]),
         MockReply::text("done"),
     ]);
-    crash_after(&sb, &server.base_url(), "model.response:1");
+    // The read had started (its tool.started is durable) when the agent died.
+    crash_after(&sb, &server.base_url(), "tool.started:1");
     let out = resume_ok(&sb);
     assert!(stderr(&out).contains("re-run"), "{}", stderr(&out));
     let reqs = server.requests();
@@ -280,6 +281,31 @@ fn read_only_calls_are_rerun_on_resume() {
     let bx = after.iter().find(|m| m["tool_call_id"] == "bx").unwrap();
     assert_eq!(bx["content"], NOT_RUN);
     check_log(&sb);
+}
+
+#[test]
+fn a_read_that_never_started_is_not_rerun() {
+    let sb = Sandbox::new();
+    std::fs::write(sb.ws().join("r.txt"), "readable\n").unwrap();
+    let server = MockServer::start(vec![
+        MockReply::tool_calls(vec![("read", json!({"path": "r.txt"}))]).with_ids(&["rd"]),
+        MockReply::text("done"),
+    ]);
+    crash_after(&sb, &server.base_url(), "model.response:1");
+    resume_ok(&sb);
+    let reqs = server.requests();
+    let after = reqs[1]["messages"].as_array().unwrap();
+    let rd = after.iter().find(|m| m["tool_call_id"] == "rd").unwrap();
+    assert_eq!(rd["content"], NOT_RUN);
+    let recs = check_log(&sb);
+    let started = recs
+        .iter()
+        .filter(|r| r.kind == "tool.started" && r.data["call_id"] == "rd")
+        .count();
+    assert_eq!(
+        started, 0,
+        "a call that never started is not started on resume"
+    );
 }
 
 #[test]

@@ -7,6 +7,7 @@
 //! `step.saved`. Every append is fdatasync'd before the next thing happens, and
 //! state changes only through `State::apply` inside `Store::append`.
 
+mod call;
 pub mod compaction;
 mod hook_calls;
 pub mod hooks;
@@ -15,13 +16,13 @@ pub mod prompt;
 pub mod resume;
 
 use crate::event::{
-    Event, HookBlocked, HookRun, ModelResponse, PlanUpdated, ProcessExited, RunFinished, RunStatus,
-    StepSaved, ToolCall, ToolResult, ToolStarted, Usage,
+    Event, HookRun, ModelResponse, ProcessExited, RunFinished, RunStatus, StepSaved, ToolCall,
+    Usage,
 };
 use crate::model::{ModelRequest, Provider, Purpose};
-use crate::session::{State, Status, plan};
+use crate::session::State;
 use crate::store::{Store, StoreError};
-use crate::tools::{ExecEnv, ProcessTable, ToolContext, ToolOutcome, ToolSet};
+use crate::tools::{ExecEnv, ProcessTable, ToolSet};
 use output::Output;
 use serde_json::json;
 use std::path::PathBuf;
@@ -205,7 +206,7 @@ impl Agent {
     }
 
     /// Appends a record (durable once this returns), then reports it.
-    pub fn append(&mut self, event: Event) -> Result<u64, AgentError> {
+    fn append(&mut self, event: Event) -> Result<u64, AgentError> {
         let seq = self.store.append(event.clone())?;
         if self.crash.as_mut().is_some_and(|c| c.hit(&event)) {
             let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
@@ -270,7 +271,7 @@ impl Agent {
                 cost_usd: cost,
             }))?;
             for call in &calls {
-                self.run_call(step, call).await?;
+                self.run_call(step, call, false)?;
             }
             self.save_step(step)?;
             if calls.is_empty() {
@@ -337,7 +338,7 @@ impl Agent {
     }
 
     /// Appends `step.saved` with the running totals.
-    pub fn save_step(&mut self, step: u64) -> Result<(), AgentError> {
+    fn save_step(&mut self, step: u64) -> Result<(), AgentError> {
         let s = self.state();
         let ev = Event::StepSaved(StepSaved {
             step,
@@ -349,7 +350,7 @@ impl Agent {
     }
 
     /// Ends the run: stops what it left running and appends `run.finished`.
-    pub fn finish(
+    fn finish(
         &mut self,
         status: RunStatus,
         reason: Option<String>,
@@ -380,137 +381,6 @@ impl Agent {
         }
         Ok(())
     }
-
-    /// One call: [pre hook] -> `tool.started` -> run -> [post hook] ->
-    /// `tool.result` (-> `plan.updated`). The result lists the hook runs.
-    async fn run_call(&mut self, step: u64, call: &ToolCall) -> Result<(), AgentError> {
-        let mut runs = Vec::new();
-        if let Some(pre) = self.pre_hook(step, call) {
-            let blocked = pre.blocked.clone();
-            runs.push(pre.run);
-            if let Some(reason) = blocked {
-                self.append(Event::HookBlocked(HookBlocked {
-                    step,
-                    call_id: call.id.clone(),
-                    hook: "pre_tool".into(),
-                    reason: reason.clone(),
-                }))?;
-                self.append(Event::ToolResult(ToolResult {
-                    step,
-                    call_id: call.id.clone(),
-                    name: call.name.clone(),
-                    content: format!(
-                        "[blocked by the pre_tool hook: {reason}] The call was not run."
-                    ),
-                    is_error: true,
-                    interrupted: false,
-                    format_error: false,
-                    rerun: false,
-                    hooks: runs,
-                }))?;
-                self.checkpoint_event(step);
-                return Ok(());
-            }
-        }
-        self.append(Event::ToolStarted(ToolStarted {
-            step,
-            call_id: call.id.clone(),
-            name: call.name.clone(),
-        }))?;
-        let mut outcome = self.execute_timed(step, call);
-        for record in std::mem::take(&mut outcome.records) {
-            self.append(record)?;
-        }
-        if let Some((run, feedback)) = self.post_hook(step, call, &outcome) {
-            runs.push(run);
-            if let Some(feedback) = feedback {
-                outcome.content.push_str("\n\n[post_tool hook]\n");
-                outcome.content.push_str(&feedback);
-            }
-        }
-        self.append(Event::ToolResult(ToolResult {
-            step,
-            call_id: call.id.clone(),
-            name: call.name.clone(),
-            content: outcome.content,
-            is_error: outcome.is_error,
-            interrupted: false,
-            format_error: outcome.format_error,
-            rerun: false,
-            hooks: runs,
-        }))?;
-        if let Some((items, note)) = outcome.plan_update {
-            self.update_plan(step, items, note)?;
-        }
-        self.checkpoint_event(step);
-        Ok(())
-    }
-
-    fn checkpoint_event(&self, step: u64) {
-        let pending: Vec<String> = self.state().pending.iter().map(|p| p.id.clone()).collect();
-        self.out.event(
-            "checkpoint.saved",
-            json!({
-                "step": step,
-                "path": self.store.path().display().to_string(),
-                "pending": pending,
-            }),
-        );
-    }
-
-    /// Runs a tool on this thread (tools are synchronous).
-    pub fn execute(&self, step: u64, call: &ToolCall) -> ToolOutcome {
-        let ctx = ToolContext {
-            workspace: &self.workspace,
-            step,
-            env: self.env.as_ref(),
-            processes: &self.processes,
-            plan: self.state().plan.as_ref(),
-        };
-        tokio::task::block_in_place(|| self.tools.call(&ctx, call))
-    }
-
-    /// [`Agent::execute`], counting its time as tool time.
-    fn execute_timed(&mut self, step: u64, call: &ToolCall) -> ToolOutcome {
-        let t = std::time::Instant::now();
-        let outcome = self.execute(step, call);
-        self.timing.tools += t.elapsed();
-        outcome
-    }
-
-    fn update_plan(
-        &mut self,
-        step: u64,
-        items: Vec<crate::event::PlanItem>,
-        note: Option<String>,
-    ) -> Result<(), AgentError> {
-        let old = self.state().plan.as_ref();
-        let version = old.map_or(0, |p| p.version) + 1;
-        let diff = plan::diff(old.map(|p| p.items.as_slice()), &items);
-        self.append(Event::PlanUpdated(PlanUpdated {
-            step,
-            version,
-            items,
-            note,
-            diff,
-        }))?;
-        self.write_plan_file();
-        Ok(())
-    }
-
-    /// Rewrites the `--plan-file` mirror (atomically) from the current plan.
-    /// A failure is a warning: the mirror is never read back.
-    fn write_plan_file(&self) {
-        if let (Some(path), Some(current)) = (self.plan_file.as_ref(), self.state().plan.as_ref()) {
-            let text = plan::to_markdown(current);
-            if let Err(e) = crate::fsutil::atomic_write(path, text.as_bytes()) {
-                self.out.warn(&format!(
-                    "could not write plan file {}: {e}",
-                    path.display()
-                ));
-            }
-        }
-    }
 }
 
 /// Gives every call a unique, non-empty id (some servers send none or repeat
@@ -523,9 +393,4 @@ fn normalise_call_ids(calls: &mut [ToolCall], step: u64) {
             seen.insert(c.id.clone());
         }
     }
-}
-
-/// True when the state says the run finished.
-pub fn is_finished(state: &State) -> bool {
-    matches!(state.status, Status::Finished(_))
 }

@@ -6,16 +6,9 @@
 //! and the `--plan-file` mirror is rewritten from the log.
 
 use super::{Agent, AgentError};
-use crate::event::{Event, Limits, Resume, ToolResult, ToolStarted};
+use crate::event::{Event, Limits, Resume, ToolCall, ToolResult};
 use crate::session::{ProcessInfo, plan};
-use crate::tools::ToolSet;
 use serde_json::json;
-
-/// Result text for a call whose `tool.started` was durable but no result.
-pub const INTERRUPTED_TEXT: &str = "[interrupted: tool did not complete before the agent stopped; it may have partially run — verify state before retrying]";
-/// Result text for a call that never started.
-pub const NOT_RUN_TEXT: &str =
-    "[not run: the agent stopped before this call started; it had no effect]";
 
 /// What the caller knows about the stop, for the notice.
 #[derive(Debug, Default, Clone)]
@@ -50,54 +43,34 @@ impl Agent {
         let mut not_run = Vec::new();
         let mut rerun = Vec::new();
         for call in &pending {
+            // The model's call itself (its arguments), from the response that
+            // made it: the newest one, since ids may repeat across steps.
+            let model_call = self.find_call(&call.id);
+            match model_call {
+                Some(tc) if call.started && crate::tools::ToolSet::is_rerunnable(&call.name) => {
+                    self.run_call(call.step, &tc, true)?;
+                    rerun.push(tc);
+                }
+                _ => {
+                    let (result, list) = if call.started {
+                        let r = ToolResult::interrupted(call.step, &call.id, &call.name);
+                        (r, &mut interrupted)
+                    } else {
+                        let r = ToolResult::not_run(call.step, &call.id, &call.name);
+                        (r, &mut not_run)
+                    };
+                    self.append(Event::ToolResult(result))?;
+                    list.push(model_call.unwrap_or_else(|| ToolCall {
+                        id: call.id.clone(),
+                        name: call.name.clone(),
+                        arguments: String::new(),
+                    }));
+                }
+            }
             self.out.event(
                 "resume.interrupted_call",
                 json!({ "id": call.id, "name": call.name, "started": call.started }),
             );
-            let model_call = self.find_call(&call.id);
-            if ToolSet::is_rerunnable(&call.name)
-                && let Some(tc) = model_call
-            {
-                if !call.started {
-                    self.append(Event::ToolStarted(ToolStarted {
-                        step: call.step,
-                        call_id: call.id.clone(),
-                        name: call.name.clone(),
-                    }))?;
-                }
-                let outcome = self.execute(call.step, &tc);
-                self.append(Event::ToolResult(ToolResult {
-                    step: call.step,
-                    call_id: call.id.clone(),
-                    name: call.name.clone(),
-                    content: outcome.content,
-                    is_error: outcome.is_error,
-                    interrupted: false,
-                    format_error: outcome.format_error,
-                    rerun: true,
-                    hooks: Vec::new(),
-                }))?;
-                rerun.push(call.id.clone());
-                continue;
-            }
-            let text = if call.started {
-                interrupted.push(call.id.clone());
-                INTERRUPTED_TEXT
-            } else {
-                not_run.push(call.id.clone());
-                NOT_RUN_TEXT
-            };
-            self.append(Event::ToolResult(ToolResult {
-                step: call.step,
-                call_id: call.id.clone(),
-                name: call.name.clone(),
-                content: text.to_string(),
-                is_error: true,
-                interrupted: true,
-                format_error: false,
-                rerun: false,
-                hooks: Vec::new(),
-            }))?;
         }
         let s = self.state();
         if s.step > s.saved_step {
@@ -111,6 +84,15 @@ impl Agent {
             .filter(|p| p.is_tracked_running())
             .cloned()
             .collect();
+        let notice = self.notice(&stop, &interrupted, &not_run, &rerun, &lost);
+        let all = interrupted.iter().chain(&not_run).map(|c| c.id.clone());
+        self.append(Event::Resume(Resume {
+            interrupted: all.collect(),
+            lost_processes: lost.iter().map(|p| p.id.clone()).collect(),
+            notice,
+            limits: stop.limits.clone(),
+            message: stop.message.clone(),
+        }))?;
         for p in &lost {
             self.out.event(
                 "resume.process_lost",
@@ -118,16 +100,6 @@ impl Agent {
                         "still_running": self.env.process_alive(p.pid, p.start_time) }),
             );
         }
-        let notice = self.notice(&stop, &interrupted, &not_run, &rerun, &lost);
-        let mut all: Vec<String> = interrupted.clone();
-        all.extend(not_run.iter().cloned());
-        self.append(Event::Resume(Resume {
-            interrupted: all,
-            lost_processes: lost.iter().map(|p| p.id.clone()).collect(),
-            notice,
-            limits: stop.limits.clone(),
-            message: stop.message.clone(),
-        }))?;
         Ok(())
     }
 
@@ -147,7 +119,7 @@ impl Agent {
         Ok(())
     }
 
-    fn find_call(&self, id: &str) -> Option<crate::event::ToolCall> {
+    fn find_call(&self, id: &str) -> Option<ToolCall> {
         self.state()
             .view
             .iter()
@@ -160,9 +132,9 @@ impl Agent {
     fn notice(
         &self,
         stop: &StopInfo,
-        interrupted: &[String],
-        not_run: &[String],
-        rerun: &[String],
+        interrupted: &[ToolCall],
+        not_run: &[ToolCall],
+        rerun: &[ToolCall],
         lost: &[ProcessInfo],
     ) -> String {
         let s = self.state();
@@ -179,15 +151,12 @@ impl Agent {
                 "A record that was being written when it stopped was incomplete ({b} bytes) and was set aside.\n"
             ));
         }
-        let name_of = |id: &str| {
-            s.view
+        let list = |calls: &[ToolCall]| {
+            calls
                 .iter()
-                .flat_map(|m| m.tool_calls.iter())
-                .find(|c| c.id == id)
-                .map(|c| format!("{id} ({} {})", c.name, short(&c.arguments)))
-                .unwrap_or_else(|| id.to_string())
+                .map(|c| format!("{} ({} {})", c.id, c.name, short(&c.arguments)))
+                .collect::<Vec<_>>()
         };
-        let list = |ids: &[String]| ids.iter().map(|i| name_of(i)).collect::<Vec<_>>();
         if interrupted.is_empty() && not_run.is_empty() && rerun.is_empty() {
             n.push_str("No tool call was in flight.\n");
         }

@@ -140,17 +140,13 @@ impl SyntheticRun {
                 name: "bash".into(),
             }));
             let content = tool_output(&mut rng, output_bytes);
-            events.push(Event::ToolResult(ToolResult {
+            events.push(Event::ToolResult(ToolResult::new(
                 step,
-                call_id: id.clone(),
-                name: "bash".into(),
-                content: content.clone(),
-                is_error: false,
-                interrupted: false,
-                format_error: false,
-                rerun: false,
-                hooks: Vec::new(),
-            }));
+                &id,
+                "bash",
+                content.clone(),
+                false,
+            )));
             events.push(Event::StepSaved(StepSaved {
                 step,
                 usage_total: total,
@@ -182,17 +178,13 @@ impl SyntheticRun {
         }
         let content = tool_output(&mut rng, output_bytes);
         let next_id = format!("call_{}", steps + 1);
-        let next = Event::ToolResult(ToolResult {
-            step: steps + 1,
-            call_id: next_id.clone(),
-            name: "bash".into(),
-            content: content.clone(),
-            is_error: false,
-            interrupted: false,
-            format_error: false,
-            rerun: false,
-            hooks: Vec::new(),
-        });
+        let next = Event::ToolResult(ToolResult::new(
+            steps + 1,
+            &next_id,
+            "bash",
+            content.clone(),
+            false,
+        ));
         SyntheticRun {
             events,
             messages: msgs,

@@ -70,15 +70,8 @@ fn build(plan_enabled: bool, ops: &[Op]) -> Vec<Event> {
             let ids: Vec<String> = pending.iter().map(|(id, _)| id.clone()).collect();
             for (id, name) in pending.drain(..) {
                 events.push(Event::ToolResult(ToolResult {
-                    step,
-                    call_id: id.clone(),
-                    name: name.clone(),
-                    content: "[interrupted]".into(),
-                    is_error: true,
                     interrupted: true,
-                    format_error: false,
-                    rerun: false,
-                    hooks: Vec::new(),
+                    ..ToolResult::new(step, &id, &name, "[interrupted]", true)
                 }));
                 recent.push(Message::tool(&id, &name, "[interrupted]", true));
             }

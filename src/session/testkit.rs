@@ -62,15 +62,8 @@ pub fn started(step: u64, id: &str, name: &str) -> Event {
 
 pub fn result(step: u64, id: &str, name: &str, content: &str, format_error: bool) -> Event {
     Event::ToolResult(ToolResult {
-        step,
-        call_id: id.into(),
-        name: name.into(),
-        content: content.into(),
-        is_error: format_error,
-        interrupted: false,
         format_error,
-        rerun: false,
-        hooks: Vec::new(),
+        ..ToolResult::new(step, id, name, content, format_error)
     })
 }
 

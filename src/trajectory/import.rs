@@ -209,17 +209,8 @@ fn walk(messages: &[Message], steps: u64) -> Result<(Vec<(usize, Item)>, Open), 
                 };
                 open.retain(|o| o != &id);
                 answered.insert(id.clone());
-                let result = ToolResult {
-                    step: call_step,
-                    call_id: id,
-                    name: m.name.clone().unwrap_or(call_name),
-                    content: m.content.clone(),
-                    is_error: m.is_error,
-                    interrupted: false,
-                    format_error: false,
-                    rerun: false,
-                    hooks: Vec::new(),
-                };
+                let name = m.name.clone().unwrap_or(call_name);
+                let result = ToolResult::new(call_step, id, name, &m.content, m.is_error);
                 let closes_step = open.is_empty();
                 items.push((
                     index,
