@@ -6,6 +6,7 @@
 //! and `crc`. Members beyond the contract's required ones carry `#[serde(default)]`
 //! so that older logs keep reading.
 
+use crate::config::{EnvKind, HookFailure, ProviderKind};
 use serde::{Deserialize, Serialize};
 
 /// Schema version written into `run.started`.
@@ -160,13 +161,13 @@ pub struct RunSettings {
     pub hooks_timeout_ms: Option<u64>,
     /// `block` (default) or `allow`: what a failing hook means.
     #[serde(default)]
-    pub hooks_on_failure: Option<String>,
+    pub hooks_on_failure: Option<HookFailure>,
     /// Network inside the sandbox environment.
     #[serde(default)]
     pub network: bool,
     /// Execution environment kind: `local` or `sandbox`.
     #[serde(default)]
-    pub env: Option<String>,
+    pub env: Option<EnvKind>,
     #[serde(default)]
     pub stream: bool,
     /// Retries of a failed model request (429, 5xx, timeouts).
@@ -186,7 +187,7 @@ pub struct RunStarted {
     pub run_id: String,
     pub task: String,
     pub model: String,
-    pub provider: String,
+    pub provider: ProviderKind,
     pub base_url: Option<String>,
     pub plan_enabled: bool,
     pub read_only: bool,

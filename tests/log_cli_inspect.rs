@@ -15,7 +15,7 @@ fn run_started() -> Event {
         run_id: "r-inspect".into(),
         task: "count the files".into(),
         model: "m1".into(),
-        provider: "script".into(),
+        provider: tinyagent::config::ProviderKind::Script,
         base_url: None,
         plan_enabled: true,
         read_only: false,

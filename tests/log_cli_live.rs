@@ -16,7 +16,7 @@ fn started() -> Event {
         run_id: "r-live".into(),
         task: "t".into(),
         model: "m".into(),
-        provider: "script".into(),
+        provider: tinyagent::config::ProviderKind::Script,
         base_url: None,
         plan_enabled: false,
         read_only: true,

@@ -90,7 +90,7 @@ impl Agent {
     /// Runs a tool on this thread (tools are synchronous).
     pub(super) fn execute(&self, step: u64, call: &ToolCall) -> ToolOutcome {
         let ctx = ToolContext {
-            workspace: &self.workspace,
+            workspace: &self.config.workspace,
             step,
             env: self.env.as_ref(),
             processes: &self.processes,
@@ -124,7 +124,9 @@ impl Agent {
     /// Rewrites the `--plan-file` mirror (atomically) from the current plan.
     /// A failure is a warning: the mirror is never read back.
     pub(super) fn write_plan_file(&self) {
-        if let (Some(path), Some(current)) = (self.plan_file.as_ref(), self.state().plan.as_ref()) {
+        if let (Some(path), Some(current)) =
+            (self.config.plan_file.as_ref(), self.state().plan.as_ref())
+        {
             let text = plan::to_markdown(current);
             if let Err(e) = crate::fsutil::atomic_write(path, text.as_bytes()) {
                 self.out.warn(&format!(

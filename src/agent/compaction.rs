@@ -18,10 +18,6 @@ use crate::event::{Compaction, Event, Message, Role};
 use crate::model::{ModelRequest, Purpose};
 use crate::session::plan;
 
-/// Default threshold when none is configured: three quarters of a 128k window.
-pub const DEFAULT_THRESHOLD_TOKENS: u64 = 96_000;
-/// Messages kept verbatim by default.
-pub const DEFAULT_KEEP_RECENT: usize = 6;
 /// Prefix of the summary message that heads a compacted view.
 pub const SUMMARY_PREFIX: &str = "[Summary of earlier work]";
 
@@ -72,10 +68,7 @@ impl Agent {
     /// Compacts when the view is over the threshold. Never fails the run for
     /// a summarizer problem: it warns and carries on uncompacted.
     pub async fn maybe_compact(&mut self) -> Result<(), AgentError> {
-        let Some(run) = self.state().run.clone() else {
-            return Ok(());
-        };
-        let threshold = run.settings.compact_at.unwrap_or(DEFAULT_THRESHOLD_TOKENS);
+        let threshold = self.config.compact_at;
         let estimate = self.state().estimate_tokens();
         if estimate <= threshold {
             return Ok(());
@@ -87,12 +80,12 @@ impl Agent {
         {
             return Ok(());
         }
-        let keep = run.settings.keep_recent.unwrap_or(DEFAULT_KEEP_RECENT);
+        let keep = self.config.keep_recent;
         let view = self.state().view.clone();
         let Some(split) = split_point(&view, keep) else {
             return Ok(());
         };
-        let plan_text = if run.plan_enabled {
+        let plan_text = if self.config.plan_enabled {
             format!(
                 "\n\nThe current plan (it stays pinned after compaction; refer to its ids):\n{}",
                 plan::render(self.state().plan.as_ref())
@@ -106,7 +99,7 @@ impl Agent {
                 Message::user(format!(
                     "Task: {}\n\nConversation so far:\n{}{}\n\nWrite the hand-off summary: progress so far, \
                      decisions made and why, open work, and key facts (paths, commands, errors).",
-                    run.task,
+                    self.state().run.as_ref().map_or("", |r| r.task.as_str()),
                     transcript(&view[1..split]),
                     plan_text
                 )),
@@ -126,7 +119,11 @@ impl Agent {
             }
         };
         let summary = reply.message.content.trim().to_string();
-        let cost = cost_of(&reply.usage, self.price_in, self.price_out);
+        let cost = cost_of(
+            &reply.usage,
+            self.config.model.price_in,
+            self.config.model.price_out,
+        );
         if summary.is_empty() {
             self.out
                 .warn("compaction failed (empty summary); continuing uncompacted");

@@ -4,6 +4,7 @@
 
 use super::hooks;
 use super::{Agent, PreHook};
+use crate::config::HookFailure;
 use crate::event::{HookRun, ToolCall};
 use crate::tools::ToolOutcome;
 use serde_json::json;
@@ -20,28 +21,8 @@ impl Agent {
             "call_id": call.id,
             "tool": call.name,
             "arguments": arguments,
-            "workspace": self.workspace.display().to_string(),
+            "workspace": self.config.workspace.display().to_string(),
         })
-    }
-
-    fn hook_settings(&self) -> (Option<String>, Option<String>, std::time::Duration, bool) {
-        let settings = self
-            .state()
-            .run
-            .as_ref()
-            .map(|r| r.settings.clone())
-            .unwrap_or_default();
-        let timeout = settings
-            .hooks_timeout_ms
-            .map(std::time::Duration::from_millis)
-            .unwrap_or(hooks::DEFAULT_TIMEOUT);
-        let block_on_failure = settings.hooks_on_failure.as_deref() != Some("allow");
-        (
-            settings.hooks_pre_tool,
-            settings.hooks_post_tool,
-            timeout,
-            block_on_failure,
-        )
     }
 
     /// Reports a hook run on `--json` (and a failure on stderr) and gives
@@ -69,19 +50,19 @@ impl Agent {
 
     /// Runs the pre hook, if one is set.
     pub(super) fn pre_hook(&self, step: u64, call: &ToolCall) -> Option<PreHook> {
-        let (pre, _, timeout, block_on_failure) = self.hook_settings();
-        let command = pre?;
+        let hooks = &self.config.hooks;
+        let command = hooks.pre_tool.as_deref()?;
         let input = self.hook_input(step, call, "pre_tool");
         let outcome = tokio::task::block_in_place(|| {
-            hooks::run_hook(&command, &input, &self.workspace, timeout)
+            hooks::run_hook(command, &input, &self.config.workspace, hooks.timeout)
         });
         let run = self.report_hook("pre_tool", call, &outcome);
         let blocked = match outcome {
             hooks::HookOutcome::Allow { .. } => None,
             hooks::HookOutcome::Block { reason } => Some(reason),
-            hooks::HookOutcome::Failed { error } if block_on_failure => Some(format!(
-                "the hook failed and hooks.on_failure is block: {error}"
-            )),
+            hooks::HookOutcome::Failed { error } if hooks.on_failure == HookFailure::Block => Some(
+                format!("the hook failed and hooks.on_failure is block: {error}"),
+            ),
             hooks::HookOutcome::Failed { .. } => None,
         };
         Some(PreHook { run, blocked })
@@ -95,12 +76,12 @@ impl Agent {
         call: &ToolCall,
         outcome: &ToolOutcome,
     ) -> Option<(HookRun, Option<String>)> {
-        let (_, post, timeout, _) = self.hook_settings();
-        let command = post?;
+        let hooks = &self.config.hooks;
+        let command = hooks.post_tool.as_deref()?;
         let mut input = self.hook_input(step, call, "post_tool");
         input["result"] = json!({ "content": outcome.content, "is_error": outcome.is_error });
         let ran = tokio::task::block_in_place(|| {
-            hooks::run_hook(&command, &input, &self.workspace, timeout)
+            hooks::run_hook(command, &input, &self.config.workspace, hooks.timeout)
         });
         let run = self.report_hook("post_tool", call, &ran);
         let feedback = match ran {

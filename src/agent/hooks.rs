@@ -19,9 +19,6 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-/// Default time a hook may take.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
-
 /// What a hook run came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HookOutcome {

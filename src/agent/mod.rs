@@ -15,6 +15,7 @@ pub mod output;
 pub mod prompt;
 pub mod resume;
 
+use crate::config::RunConfig;
 use crate::event::{
     Event, HookRun, ModelResponse, ProcessExited, RunFinished, RunStatus, StepSaved, ToolCall,
     Usage,
@@ -25,7 +26,6 @@ use crate::store::{Store, StoreError};
 use crate::tools::{ExecEnv, ProcessTable, ToolSet};
 use output::Output;
 use serde_json::json;
-use std::path::PathBuf;
 
 /// Why a run could not go on. Each maps to an exit code of the contract.
 #[derive(Debug, thiserror::Error)]
@@ -59,8 +59,10 @@ struct PreHook {
     blocked: Option<String>,
 }
 
-/// Settings that are not part of the log.
+/// What a run is made of: its validated config, its log and the parts the
+/// config chose.
 pub struct AgentParts {
+    pub config: RunConfig,
     pub store: Store,
     pub tools: ToolSet,
     pub provider: Provider,
@@ -71,16 +73,13 @@ pub struct AgentParts {
 
 /// A run in progress.
 pub struct Agent {
+    config: RunConfig,
     store: Store,
     tools: ToolSet,
     provider: Provider,
     env: Box<dyn ExecEnv>,
     processes: ProcessTable,
     out: Output,
-    workspace: PathBuf,
-    price_in: f64,
-    price_out: f64,
-    plan_file: Option<PathBuf>,
     crash: Option<CrashPoint>,
     timing: Timing,
     /// Estimate at which the last compaction attempt failed.
@@ -135,34 +134,22 @@ pub fn cost_of(usage: &Usage, price_in: f64, price_out: f64) -> f64 {
 
 impl Agent {
     pub fn new(parts: AgentParts) -> Result<Agent, AgentError> {
-        let run = parts
-            .store
-            .state()
-            .run
-            .clone()
-            .ok_or_else(|| AgentError::Refused("the log has no run.started record".into()))?;
-        // A run imported from a trajectory file may not name its workspace:
-        // it then works in the current directory.
-        let workspace = if run.settings.cwd.is_empty() {
-            std::env::current_dir()
-                .map_err(|e| AgentError::Environment(format!("no current directory: {e}")))?
-        } else {
-            PathBuf::from(&run.settings.cwd)
-        };
-        if !workspace.is_dir() {
+        if parts.store.state().run.is_none() {
+            return Err(AgentError::Refused(
+                "the log has no run.started record".into(),
+            ));
+        }
+        if !parts.config.workspace.is_dir() {
             return Err(AgentError::Refused(format!(
                 "the run's workspace {} is not a directory any more",
-                workspace.display()
+                parts.config.workspace.display()
             )));
         }
         Ok(Agent {
-            workspace,
-            price_in: run.settings.price_in.unwrap_or(0.0),
-            price_out: run.settings.price_out.unwrap_or(0.0),
-            plan_file: run.settings.plan_file.as_ref().map(PathBuf::from),
             crash: CrashPoint::from_env(),
             timing: Timing::default(),
             compaction_backoff: None,
+            config: parts.config,
             store: parts.store,
             tools: parts.tools,
             provider: parts.provider,
@@ -261,7 +248,11 @@ impl Agent {
             };
             let mut message = reply.message;
             normalise_call_ids(&mut message.tool_calls, step);
-            let cost = cost_of(&reply.usage, self.price_in, self.price_out);
+            let cost = cost_of(
+                &reply.usage,
+                self.config.model.price_in,
+                self.config.model.price_out,
+            );
             let calls = message.tool_calls.clone();
             self.append(Event::ModelResponse(ModelResponse {
                 step,

@@ -74,7 +74,7 @@ fn run_started() -> RunStarted {
         run_id: "bench".into(),
         task: "Find why the integration tests fail and fix it.".into(),
         model: "bench-model".into(),
-        provider: "script".into(),
+        provider: crate::config::ProviderKind::Script,
         base_url: None,
         plan_enabled: false,
         read_only: false,

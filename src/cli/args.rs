@@ -1,6 +1,7 @@
 //! Raw command-line arguments (clap). They are turned into validated options
 //! before any I/O happens.
 
+use crate::config::ProviderKind;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -33,9 +34,8 @@ pub enum Command {
 
 #[derive(Debug, Args, Clone, Default)]
 pub struct ProviderArgs {
-    /// openai, anthropic or script.
-    #[arg(long)]
-    pub provider: Option<String>,
+    #[arg(long, value_enum)]
+    pub provider: Option<ProviderKind>,
     #[arg(long)]
     pub model: Option<String>,
     #[arg(long)]

@@ -218,7 +218,7 @@ impl Report {
             schema_version: run.map(|r| r.schema_version),
             task: run.map(|r| r.task.clone()),
             model: run.map(|r| r.model.clone()),
-            provider: run.map(|r| r.provider.clone()),
+            provider: run.map(|r| r.provider.to_string()),
             base_url: run.and_then(|r| r.base_url.clone()),
             tool_signature: run.map(|r| r.tool_signature.clone()),
             plan_enabled: run.is_some_and(|r| r.plan_enabled),

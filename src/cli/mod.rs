@@ -36,6 +36,12 @@ impl From<AgentError> for CliError {
     }
 }
 
+impl From<crate::config::ConfigError> for CliError {
+    fn from(e: crate::config::ConfigError) -> CliError {
+        CliError::new(2, e.to_string())
+    }
+}
+
 impl From<anyhow::Error> for CliError {
     fn from(e: anyhow::Error) -> CliError {
         CliError::new(1, format!("{e:#}"))

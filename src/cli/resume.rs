@@ -7,9 +7,10 @@ use super::run::{exec_env, faults_from_env, process_dir, provider_for, store_opt
 use crate::agent::output::Output;
 use crate::agent::resume::StopInfo;
 use crate::agent::{Agent, AgentParts};
-use crate::event::{Limits, RunStatus};
+use crate::config::RunConfig;
+use crate::event::{Limits, RunStarted, RunStatus};
 use crate::session::Status;
-use crate::store::{Store, StoreOptions};
+use crate::store::{OpenReport, Store, StoreOptions};
 use crate::tools::{ProcessTable, ToolSet, ToolSetOptions};
 use std::path::{Path, PathBuf};
 
@@ -81,7 +82,7 @@ pub fn import_trajectory(json: &Path, wal: &Path) -> Result<Option<String>, CliE
 
 /// The log's first record, read without replaying anything (it carries the
 /// run's snapshot interval, needed before the store is opened).
-fn run_started(wal: &Path) -> Option<crate::event::RunStarted> {
+fn run_started(wal: &Path) -> Option<RunStarted> {
     use std::io::BufRead;
     let mut first = Vec::new();
     std::io::BufReader::new(std::fs::File::open(wal).ok()?)
@@ -105,8 +106,9 @@ fn mtime(path: &Path) -> Option<String> {
     Some(humantime::format_rfc3339_seconds(t).to_string())
 }
 
-/// `tinyagent resume`.
-pub async fn resume(args: &ResumeArgs) -> Result<i32, CliError> {
+/// Stage 1: the log to resume (a trajectory is imported into one first),
+/// and the v1 free-text process summary of an imported trajectory.
+fn locate(args: &ResumeArgs) -> Result<(PathBuf, Option<String>), CliError> {
     let (wal, untracked) = if is_trajectory(&args.path) {
         let wal = wal_for_json(&args.path);
         let bg = import_trajectory(&args.path, &wal)?;
@@ -118,39 +120,35 @@ pub async fn resume(args: &ResumeArgs) -> Result<i32, CliError> {
     if !wal.exists() {
         return Err(refuse(format!("{}: no such log", wal.display())));
     }
-    let stopped_at = mtime(&wal);
-    let mut options = run_started(&wal)
-        .map(|r| store_options(&r))
-        .unwrap_or_default();
-    options.faults = faults_from_env()?;
-    let (store, report) =
-        Store::open(&wal, options).map_err(|e| CliError::new(e.exit_code(), e.to_string()))?;
-    let run = store.state().run.clone().ok_or_else(|| {
-        refuse(format!(
-            "{}: the log has no run.started record",
-            wal.display()
-        ))
-    })?;
-    let out = Output::new(args.json);
-    for w in &report.warnings {
-        out.warn(w);
+    Ok((wal, untracked))
+}
+
+/// Stage 2: the run's config as `run.started` recorded it, with the
+/// provider flags over it; validated like a new run's.
+fn config_for(run: &RunStarted, args: &ResumeArgs) -> Result<RunConfig, CliError> {
+    let cwd = std::env::current_dir()
+        .map_err(|e| CliError::new(1, format!("no current directory: {e}")))?;
+    let mut config = RunConfig::from_started(run, &cwd)?;
+    let m = &mut config.model;
+    let flags = &args.provider;
+    if let Some(p) = flags.provider {
+        m.provider = p;
     }
-    if let Some((torn, kept)) = &report.torn_tail {
-        out.warn(&format!(
-            "cut a torn last record ({} bytes at offset {}); the bytes are kept in {}",
-            torn.bytes,
-            torn.offset,
-            kept.display()
-        ));
+    if let Some(name) = &flags.model {
+        m.name.clone_from(name);
     }
-    if store.state().status == Status::Finished(RunStatus::Completed) && args.message.is_none() {
-        eprintln!(
-            "{}: the run already finished (completed, {} steps); use --message to continue it",
-            wal.display(),
-            store.state().step
-        );
-        return Ok(0);
+    if let Some(url) = &flags.base_url {
+        m.base_url = Some(url.clone());
     }
+    if let Some(var) = &flags.api_key_env {
+        m.api_key_env = Some(var.clone());
+    }
+    config.validate()?;
+    Ok(config)
+}
+
+/// Stage 3: the tool set, which must be the one the log was written with.
+fn tools_for(run: &RunStarted) -> Result<ToolSet, CliError> {
     let tools = ToolSet::new(ToolSetOptions {
         read_only: run.read_only,
         plan: run.plan_enabled,
@@ -168,26 +166,79 @@ pub async fn resume(args: &ResumeArgs) -> Result<i32, CliError> {
             tools.signature()
         )));
     }
-    let mut limits: Option<Limits> = None;
-    if args.max_steps.is_some() || args.max_cost.is_some() {
-        let mut l = store.state().limits.clone();
-        if let Some(n) = args.max_steps {
-            l.max_steps = Some(n);
-        }
-        if let Some(c) = args.max_cost {
-            if !c.is_finite() || c < 0.0 {
-                return Err(refuse("--max-cost must be a number >= 0"));
-            }
-            l.max_cost_usd = Some(c);
-        }
-        limits = Some(l);
+    Ok(tools)
+}
+
+/// Stage 4: the limits given on the command line, over the log's.
+fn new_limits(current: &Limits, args: &ResumeArgs) -> Result<Option<Limits>, CliError> {
+    if args.max_steps.is_none() && args.max_cost.is_none() {
+        return Ok(None);
     }
-    let provider = provider_for(&run, &args.provider)?;
-    let env = exec_env(&run)?;
+    let mut l = current.clone();
+    if let Some(n) = args.max_steps {
+        l.max_steps = Some(n);
+    }
+    if let Some(c) = args.max_cost {
+        if !c.is_finite() || c < 0.0 {
+            return Err(refuse("--max-cost must be a number >= 0"));
+        }
+        l.max_cost_usd = Some(c);
+    }
+    Ok(Some(l))
+}
+
+fn report_open(out: &Output, report: &OpenReport) {
+    for w in &report.warnings {
+        out.warn(w);
+    }
+    if let Some((torn, kept)) = &report.torn_tail {
+        out.warn(&format!(
+            "cut a torn last record ({} bytes at offset {}); the bytes are kept in {}",
+            torn.bytes,
+            torn.offset,
+            kept.display()
+        ));
+    }
+}
+
+/// `tinyagent resume`.
+pub async fn resume(args: &ResumeArgs) -> Result<i32, CliError> {
+    let (wal, untracked) = locate(args)?;
+    let stopped_at = mtime(&wal);
+    // The snapshot interval is needed before the store is opened.
+    let mut options = match run_started(&wal) {
+        Some(r) => store_options(&config_for(&r, args)?),
+        None => StoreOptions::default(),
+    };
+    options.faults = faults_from_env()?;
+    let (store, report) =
+        Store::open(&wal, options).map_err(|e| CliError::new(e.exit_code(), e.to_string()))?;
+    let run = store.state().run.clone().ok_or_else(|| {
+        refuse(format!(
+            "{}: the log has no run.started record",
+            wal.display()
+        ))
+    })?;
+    let config = config_for(&run, args)?;
+    let out = Output::new(args.json);
+    report_open(&out, &report);
+    if store.state().status == Status::Finished(RunStatus::Completed) && args.message.is_none() {
+        eprintln!(
+            "{}: the run already finished (completed, {} steps); use --message to continue it",
+            wal.display(),
+            store.state().step
+        );
+        return Ok(0);
+    }
+    let tools = tools_for(&run)?;
+    let limits = new_limits(&store.state().limits, args)?;
+    let provider = provider_for(&config)?;
+    let env = exec_env(&config)?;
     eprintln!("log: {}", wal.display());
     let processes = ProcessTable::new(process_dir(&wal));
     processes.continue_after(store.state().processes.keys().map(String::as_str));
     let mut agent = Agent::new(AgentParts {
+        config,
         store,
         tools,
         provider,

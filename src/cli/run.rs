@@ -1,23 +1,24 @@
 //! `tinyagent run`: validated options -> a new log -> the loop.
 
 use super::CliError;
-use super::args::{ProviderArgs, RunArgs};
+use super::args::RunArgs;
 use crate::agent::output::Output;
 use crate::agent::{Agent, AgentParts, prompt};
-use crate::config::Config;
-use crate::event::{Event, Limits, RunSettings, RunStarted, SCHEMA_VERSION};
-use crate::model::{Provider, ProviderConfig, ProviderKind};
+use crate::config::{
+    Config, DEFAULT_COMPACT_AT, DEFAULT_HOOK_TIMEOUT, DEFAULT_KEEP_RECENT, DEFAULT_SNAPSHOT_EVERY,
+    HookSettings, ModelSettings, ProviderKind, RunConfig,
+};
+use crate::event::{Event, Limits, RunStarted, SCHEMA_VERSION};
+use crate::model::{Provider, ProviderConfig};
 use crate::store::{Store, StoreOptions};
 use crate::tools::{ExecEnv, HideVars, ProcessTable, ToolSet, ToolSetOptions};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// Default snapshot interval, in records.
-pub const DEFAULT_SNAPSHOT_EVERY: u64 = 1000;
-
 /// Everything `run` needs, checked before any file is written.
 pub struct RunPlan {
     pub wal: PathBuf,
+    pub config: RunConfig,
     pub started: RunStarted,
     /// The tool set `started` records the signature of.
     pub tools: ToolSet,
@@ -34,93 +35,103 @@ fn new_run_id() -> String {
     format!("r{}-{:04x}", compact, fastrand::u16(..))
 }
 
-fn default_model(provider: &str) -> &'static str {
-    match provider {
-        "anthropic" => "claude-sonnet-4-5",
-        "script" => "script",
-        _ => "gpt-4o-mini",
-    }
-}
-
+/// An absolute form of a path the person gave, which must exist.
 fn absolute(p: &Path) -> Result<PathBuf, CliError> {
     std::fs::canonicalize(p).map_err(|e| refuse(format!("{}: {e}", p.display())))
 }
 
-/// Turns flags plus config into a validated plan. No file is written.
-pub fn plan_run(args: &RunArgs) -> Result<RunPlan, CliError> {
-    let config = Config::load(args.config.as_deref()).map_err(|e| refuse(e.to_string()))?;
-    let plan_enabled = args.plan || config.plan.enabled.unwrap_or(false);
-    let plan_file = args.plan_file.clone().or(config.plan.file.clone());
-    if plan_file.is_some() && !plan_enabled {
-        return Err(refuse(
-            "--plan-file requires --plan (or plan.enabled = true in the config)",
-        ));
+/// An absolute form of a path that may not exist yet.
+fn absolute_new(p: PathBuf) -> Result<PathBuf, CliError> {
+    if p.is_absolute() {
+        return Ok(p);
     }
+    Ok(std::env::current_dir()
+        .map_err(|e| refuse(e.to_string()))?
+        .join(p))
+}
+
+/// Stage 1: flags over the config file over the defaults, validated.
+pub fn resolve(args: &RunArgs, file: &Config) -> Result<RunConfig, CliError> {
+    let m = &file.model;
+    let provider = match args.provider.provider {
+        Some(p) => p,
+        None => m.provider()?,
+    };
+    let script = match (provider, args.script.clone().or(m.script.clone())) {
+        (ProviderKind::Script, None) => {
+            return Err(refuse("provider script needs --script <FILE>"));
+        }
+        (_, Some(s)) => Some(absolute(&s)?),
+        (_, None) => None,
+    };
+    let workspace = absolute(&args.cwd.clone().unwrap_or_else(|| PathBuf::from(".")))?;
+    if !workspace.is_dir() {
+        return Err(refuse(format!(
+            "--cwd {} is not a directory",
+            workspace.display()
+        )));
+    }
+    let ms = |v: Option<u64>, default: Duration| v.map_or(default, Duration::from_millis);
+    let config = RunConfig {
+        model: ModelSettings {
+            provider,
+            name: (args.provider.model.clone().or(m.name.clone()))
+                .unwrap_or_else(|| provider.default_model().into()),
+            base_url: args.provider.base_url.clone().or(m.base_url.clone()),
+            api_key_env: args.provider.api_key_env.clone().or(m.api_key_env.clone()),
+            price_in: args.price_in.or(m.price_in).unwrap_or(0.0),
+            price_out: args.price_out.or(m.price_out).unwrap_or(0.0),
+            script,
+            stream: args.stream || m.stream.unwrap_or(false),
+            max_retries: m.max_retries.unwrap_or(5),
+            retry_base: ms(m.retry_base_ms, Duration::from_millis(500)),
+            request_timeout: Duration::from_secs(m.request_timeout_s.unwrap_or(300)),
+        },
+        workspace,
+        plan_enabled: args.plan || file.plan.enabled.unwrap_or(false),
+        plan_file: match args.plan_file.clone().or(file.plan.file.clone()) {
+            Some(p) => Some(absolute_new(p)?),
+            None => None,
+        },
+        read_only: args.read_only,
+        limits: Limits {
+            max_steps: args.max_steps.or(file.limits.max_steps),
+            max_cost_usd: args.max_cost.or(file.limits.max_cost_usd),
+            max_format_errors: args
+                .max_format_errors
+                .or(file.limits.max_format_errors)
+                .unwrap_or(3),
+        },
+        compact_at: args
+            .compact_at
+            .or(file.compaction.threshold_tokens)
+            .unwrap_or(DEFAULT_COMPACT_AT),
+        keep_recent: file.compaction.keep_recent.unwrap_or(DEFAULT_KEEP_RECENT),
+        snapshot_every: args
+            .snapshot_every
+            .or(file.wal.snapshot_every)
+            .unwrap_or(DEFAULT_SNAPSHOT_EVERY),
+        hooks: HookSettings {
+            pre_tool: file.hooks.pre_tool.clone(),
+            post_tool: file.hooks.post_tool.clone(),
+            timeout: ms(file.hooks.timeout_ms, DEFAULT_HOOK_TIMEOUT),
+            on_failure: file.hooks.on_failure()?,
+        },
+        env: file.env.kind()?,
+        network: file.env.network.unwrap_or(false),
+    };
+    config.validate()?;
+    Ok(config)
+}
+
+/// Stage 2: a new run's identity, log path and first record.
+pub fn new_run(args: &RunArgs, config: RunConfig) -> Result<RunPlan, CliError> {
     if args.task.trim().is_empty() {
         return Err(refuse("the task is empty"));
     }
-    let provider = args
-        .provider
-        .provider
-        .clone()
-        .or(config.model.provider.clone())
-        .unwrap_or_else(|| "openai".into());
-    if !matches!(provider.as_str(), "openai" | "anthropic" | "script") {
-        return Err(refuse(format!(
-            "unknown provider {provider:?}: use openai, anthropic or script"
-        )));
-    }
-    let model = args
-        .provider
-        .model
-        .clone()
-        .or(config.model.name.clone())
-        .unwrap_or_else(|| default_model(&provider).into());
-    let base_url = args
-        .provider
-        .base_url
-        .clone()
-        .or(config.model.base_url.clone());
-    let script = args.script.clone().or(config.model.script.clone());
-    let script = match (&provider[..], script) {
-        ("script", None) => return Err(refuse("provider script needs --script <FILE>")),
-        (_, Some(s)) => Some(absolute(&s)?.display().to_string()),
-        (_, None) => None,
-    };
-    let cwd = absolute(&args.cwd.clone().unwrap_or_else(|| PathBuf::from(".")))?;
-    if !cwd.is_dir() {
-        return Err(refuse(format!(
-            "--cwd {} is not a directory",
-            cwd.display()
-        )));
-    }
-    for (flag, v) in [
-        ("--price-in", args.price_in),
-        ("--price-out", args.price_out),
-        ("--max-cost", args.max_cost),
-    ] {
-        if v.is_some_and(|v| !v.is_finite() || v < 0.0) {
-            return Err(refuse(format!("{flag} must be a number >= 0")));
-        }
-    }
-    if args.max_format_errors == Some(0) || args.snapshot_every == Some(0) {
-        return Err(refuse(
-            "--max-format-errors and --snapshot-every must be at least 1",
-        ));
-    }
-    let limits = Limits {
-        max_steps: args.max_steps.or(config.limits.max_steps),
-        max_cost_usd: args.max_cost.or(config.limits.max_cost_usd),
-        max_format_errors: args
-            .max_format_errors
-            .or(config.limits.max_format_errors)
-            .unwrap_or(3),
-    };
-    let env_kind = config.env.kind.clone().unwrap_or_else(|| "local".into());
-    let read_only = args.read_only;
     let tools = ToolSet::new(ToolSetOptions {
-        read_only,
-        plan: plan_enabled,
+        read_only: config.read_only,
+        plan: config.plan_enabled,
     });
     let run_id = new_run_id();
     let wal = match &args.wal {
@@ -133,118 +144,78 @@ pub fn plan_run(args: &RunArgs) -> Result<RunPlan, CliError> {
             wal.display()
         )));
     }
-    let plan_file = match plan_file {
-        Some(p) if p.is_absolute() => Some(p),
-        Some(p) => Some(
-            std::env::current_dir()
-                .map_err(|e| refuse(e.to_string()))?
-                .join(p),
-        ),
-        None => None,
-    };
-    let settings = RunSettings {
-        api_key_env: args
-            .provider
-            .api_key_env
-            .clone()
-            .or(config.model.api_key_env.clone()),
-        price_in: args.price_in.or(config.model.price_in),
-        price_out: args.price_out.or(config.model.price_out),
-        script,
-        cwd: cwd.display().to_string(),
-        plan_file: plan_file.map(|p| p.display().to_string()),
-        compact_at: args.compact_at.or(config.compaction.threshold_tokens),
-        keep_recent: config.compaction.keep_recent,
-        snapshot_every: args.snapshot_every.or(config.wal.snapshot_every),
-        hooks_pre_tool: config.hooks.pre_tool.clone(),
-        hooks_post_tool: config.hooks.post_tool.clone(),
-        hooks_timeout_ms: config.hooks.timeout_ms,
-        hooks_on_failure: config.hooks.on_failure.clone(),
-        network: config.env.network.unwrap_or(false),
-        env: Some(env_kind),
-        stream: args.stream || config.model.stream.unwrap_or(false),
-        max_retries: config.model.max_retries,
-        retry_base_ms: config.model.retry_base_ms,
-        request_timeout_s: config.model.request_timeout_s,
-    };
+    let workspace = config.workspace.display().to_string();
     let started = RunStarted {
         schema_version: SCHEMA_VERSION,
         run_id,
         task: args.task.clone(),
-        model,
-        provider,
-        base_url,
-        plan_enabled,
-        read_only,
+        model: config.model.name.clone(),
+        provider: config.model.provider,
+        base_url: config.model.base_url.clone(),
+        plan_enabled: config.plan_enabled,
+        read_only: config.read_only,
         tool_signature: tools.signature(),
         tools: tools.names(),
-        limits,
-        system_prompt: prompt::system_prompt(&cwd.display().to_string(), read_only, plan_enabled),
-        settings,
+        limits: config.limits.clone(),
+        system_prompt: prompt::system_prompt(&workspace, config.read_only, config.plan_enabled),
+        settings: config.settings(),
     };
     Ok(RunPlan {
         wal,
+        config,
         started,
         tools,
         json: args.json,
     })
 }
 
-/// The API key named by the run's settings (or the provider's usual variable).
-pub fn api_key(provider: &str, api_key_env: Option<&str>) -> Option<String> {
-    let var = api_key_env.unwrap_or(match provider {
-        "anthropic" => "ANTHROPIC_API_KEY",
-        _ => "OPENAI_API_KEY",
-    });
+/// Turns flags plus config into a validated plan. No file is written.
+pub fn plan_run(args: &RunArgs) -> Result<RunPlan, CliError> {
+    let file = Config::load(args.config.as_deref())?;
+    let config = resolve(args, &file)?;
+    new_run(args, config)
+}
+
+/// The API key from the named variable (or the provider's usual one).
+pub fn api_key(provider: ProviderKind, api_key_env: Option<&str>) -> Option<String> {
+    let var = api_key_env.unwrap_or(provider.default_key_env());
     std::env::var(var).ok().filter(|k| !k.is_empty())
 }
 
-/// Builds the model client for a run's recorded settings, with overrides.
-pub fn provider_for(run: &RunStarted, overrides: &ProviderArgs) -> Result<Provider, CliError> {
-    let provider = overrides.provider.as_deref().unwrap_or(&run.provider);
-    let kind = match provider {
-        "openai" => ProviderKind::OpenAi,
-        "anthropic" => ProviderKind::Anthropic,
-        "script" => ProviderKind::Script,
-        other => return Err(refuse(format!("unknown provider {other:?}"))),
-    };
-    let key_env = overrides
-        .api_key_env
-        .as_deref()
-        .or(run.settings.api_key_env.as_deref());
-    let api_key = api_key(provider, key_env);
-    if kind == ProviderKind::Anthropic && api_key.is_none() {
+/// Builds the model client for a run's config.
+pub fn provider_for(config: &RunConfig) -> Result<Provider, CliError> {
+    let m = &config.model;
+    let key_env = m.api_key_env.as_deref();
+    let api_key = api_key(m.provider, key_env);
+    if m.provider == ProviderKind::Anthropic && api_key.is_none() {
         return Err(refuse(format!(
             "provider anthropic needs an API key in ${}",
-            key_env.unwrap_or("ANTHROPIC_API_KEY")
+            key_env.unwrap_or(m.provider.default_key_env())
         )));
     }
     Provider::new(ProviderConfig {
-        provider: kind,
-        model: overrides.model.clone().unwrap_or_else(|| run.model.clone()),
-        base_url: overrides.base_url.clone().or(run.base_url.clone()),
+        provider: m.provider,
+        model: m.name.clone(),
+        base_url: m.base_url.clone(),
         api_key,
-        script: run.settings.script.as_ref().map(PathBuf::from),
-        stream: run.settings.stream,
-        request_timeout: Duration::from_secs(run.settings.request_timeout_s.unwrap_or(300)),
-        max_retries: run.settings.max_retries.unwrap_or(5),
-        retry_base: Duration::from_millis(run.settings.retry_base_ms.unwrap_or(500)),
+        script: m.script.clone(),
+        stream: m.stream,
+        request_timeout: m.request_timeout,
+        max_retries: m.max_retries,
+        retry_base: m.retry_base,
     })
     .map_err(|e| refuse(e.to_string()))
 }
 
-/// The execution environment a run's settings ask for. Variables that hold
+/// The execution environment a run's config asks for. Variables that hold
 /// API keys (`*_API_KEY`, and the run's own `api_key_env`) are hidden from
 /// the commands it runs, so a key can never reach a tool result or the log.
-pub fn exec_env(run: &RunStarted) -> Result<Box<dyn ExecEnv>, CliError> {
-    let kind = run.settings.env.as_deref().unwrap_or("local");
-    let env = crate::tools::env::from_kind(kind, run.settings.network).map_err(|e| match e {
-        crate::tools::EnvError::UnknownKind(_) => refuse(e.to_string()),
-        _ => CliError::new(1, e.to_string()),
-    })?;
-    env.check(Path::new(&run.settings.cwd))
+pub fn exec_env(config: &RunConfig) -> Result<Box<dyn ExecEnv>, CliError> {
+    let env = crate::tools::env::from_kind(config.env, config.network)
         .map_err(|e| CliError::new(1, e.to_string()))?;
-    Ok(match &run.settings.api_key_env {
+    env.check(&config.workspace)
+        .map_err(|e| CliError::new(1, e.to_string()))?;
+    Ok(match &config.model.api_key_env {
         Some(var) => Box::new(HideVars {
             inner: env,
             vars: vec![var.clone()],
@@ -260,12 +231,9 @@ pub fn process_dir(wal: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
-pub fn store_options(run: &RunStarted) -> StoreOptions {
+pub fn store_options(config: &RunConfig) -> StoreOptions {
     StoreOptions {
-        snapshot_every: run
-            .settings
-            .snapshot_every
-            .unwrap_or(DEFAULT_SNAPSHOT_EVERY),
+        snapshot_every: config.snapshot_every,
         ..StoreOptions::default()
     }
 }
@@ -279,10 +247,10 @@ pub fn faults_from_env() -> Result<Option<crate::wal::fs::FaultPlan>, CliError> 
 /// `tinyagent run`.
 pub async fn run(args: &RunArgs) -> Result<i32, CliError> {
     let plan = plan_run(args)?;
-    let provider = provider_for(&plan.started, &args.provider)?;
-    let env = exec_env(&plan.started)?;
+    let provider = provider_for(&plan.config)?;
+    let env = exec_env(&plan.config)?;
     // Store::create makes the log's directory (durably) when it is missing.
-    let mut options = store_options(&plan.started);
+    let mut options = store_options(&plan.config);
     options.faults = faults_from_env()?;
     let mut store = Store::create(&plan.wal, options)
         .map_err(|e| CliError::new(e.exit_code(), e.to_string()))?;
@@ -293,6 +261,7 @@ pub async fn run(args: &RunArgs) -> Result<i32, CliError> {
     eprintln!("log: {}", plan.wal.display());
     let processes = ProcessTable::new(process_dir(&plan.wal));
     let mut agent = Agent::new(AgentParts {
+        config: plan.config,
         store,
         tools: plan.tools,
         provider,

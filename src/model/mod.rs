@@ -55,7 +55,6 @@ pub use script::ScriptProvider;
 
 use std::fmt;
 use std::path::PathBuf;
-use std::str::FromStr;
 use std::time::Duration;
 
 /// Default Chat Completions base URL.
@@ -63,48 +62,7 @@ pub const OPENAI_DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 /// Default Anthropic base URL (the path `/v1/messages` is appended).
 pub const ANTHROPIC_DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
 
-/// Which kind of model backend to talk to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProviderKind {
-    /// Any OpenAI-compatible Chat Completions server.
-    OpenAi,
-    /// The Anthropic Messages API.
-    Anthropic,
-    /// Offline scripted turns from a JSON file.
-    Script,
-}
-
-impl ProviderKind {
-    /// The name used on the command line, in config and in `run.started`.
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            ProviderKind::OpenAi => "openai",
-            ProviderKind::Anthropic => "anthropic",
-            ProviderKind::Script => "script",
-        }
-    }
-}
-
-impl fmt::Display for ProviderKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for ProviderKind {
-    type Err = ModelError;
-
-    fn from_str(s: &str) -> Result<Self, ModelError> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "openai" => Ok(ProviderKind::OpenAi),
-            "anthropic" => Ok(ProviderKind::Anthropic),
-            "script" => Ok(ProviderKind::Script),
-            other => Err(ModelError::Config(format!(
-                "unknown provider {other:?} (expected openai, anthropic or script)"
-            ))),
-        }
-    }
-}
+pub use crate::config::ProviderKind;
 
 /// Everything needed to build a [`Provider`]. The `Debug` output never shows
 /// the API key.

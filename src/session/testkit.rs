@@ -8,7 +8,7 @@ pub fn run_started(plan_enabled: bool) -> Event {
         run_id: "r1".into(),
         task: "fix the bug".into(),
         model: "m".into(),
-        provider: "script".into(),
+        provider: crate::config::ProviderKind::Script,
         base_url: None,
         plan_enabled,
         read_only: false,

@@ -86,8 +86,6 @@ pub enum EnvError {
     BwrapMissing,
     #[error("bubblewrap is installed but cannot create a sandbox here: {0}")]
     BwrapBroken(String),
-    #[error("unknown environment kind `{0}` (expected `local` or `sandbox`)")]
-    UnknownKind(String),
 }
 
 /// Runs commands directly on the host.
@@ -235,11 +233,13 @@ impl ExecEnv for SandboxEnv {
 }
 
 /// Builds the environment of a kind (`local` or `sandbox`).
-pub fn from_kind(kind: &str, network: bool) -> Result<Box<dyn ExecEnv>, EnvError> {
+pub fn from_kind(
+    kind: crate::config::EnvKind,
+    network: bool,
+) -> Result<Box<dyn ExecEnv>, EnvError> {
     match kind {
-        "local" => Ok(Box::new(LocalEnv)),
-        "sandbox" => Ok(Box::new(SandboxEnv::new(network)?)),
-        other => Err(EnvError::UnknownKind(other.to_string())),
+        crate::config::EnvKind::Local => Ok(Box::new(LocalEnv)),
+        crate::config::EnvKind::Sandbox => Ok(Box::new(SandboxEnv::new(network)?)),
     }
 }
 

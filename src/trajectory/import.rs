@@ -93,7 +93,7 @@ pub fn import(text: &str) -> Result<Imported, TrajectoryError> {
         run_id,
         task: task.content.clone(),
         model,
-        provider: optional(obj, "provider")?.unwrap_or_else(|| "openai".to_string()),
+        provider: optional(obj, "provider")?.unwrap_or_default(),
         base_url: optional(obj, "base_url")?,
         plan_enabled: v2 && optional(obj, "plan_enabled")?.unwrap_or(false),
         read_only: optional(obj, "read_only")?.unwrap_or(false),
@@ -104,6 +104,14 @@ pub fn import(text: &str) -> Result<Imported, TrajectoryError> {
         settings: optional::<RunSettings>(obj, "settings")?.unwrap_or_default(),
     };
 
+    // The file's settings are checked like any other source of a run's
+    // config (its workspace, when it names none, is decided on resume).
+    crate::config::RunConfig::from_started(&run, std::path::Path::new("/")).map_err(|e| {
+        TrajectoryError::BadField {
+            field: "settings".into(),
+            reason: e.to_string(),
+        }
+    })?;
     let (mut items, open) = walk(&messages, steps)?;
     mark_format_errors(&mut items, format_errors);
     attribute_usage(&mut items, compaction.as_mut(), &usage)?;

@@ -1,9 +1,11 @@
-//! The TOML config file (`tinyagent.toml`) and its merge with the command
-//! line. Flags override the file; the file overrides the defaults.
+//! The TOML config file (`tinyagent.toml`): the raw sections as written.
+//! [`crate::cli::run::resolve`] merges them under the flags into a
+//! [`super::RunConfig`].
 //!
 //! Every table refuses unknown keys, and every error names the key it is
 //! about, so a typo never passes silently.
 
+use super::{EnvKind, HookFailure, ProviderKind, parse_enum};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
@@ -129,53 +131,44 @@ impl Config {
         toml::from_str::<Config>(text).map_err(|e| e.to_string().trim_end().replace('\n', " "))
     }
 
-    /// Checks values that parse but make no sense.
+    /// Checks the values that name one of a fixed set (the numbers are
+    /// checked with every other source by [`super::RunConfig::validate`]).
     pub fn check(&self) -> Result<(), ConfigError> {
-        let bad = |key: &str, message: &str| {
-            Err(ConfigError::Value {
-                key: key.to_string(),
-                message: message.to_string(),
-            })
-        };
-        if let Some(p) = &self.model.provider
-            && !matches!(p.as_str(), "openai" | "anthropic" | "script")
-        {
-            return bad("model.provider", "must be openai, anthropic or script");
-        }
-        for (key, v) in [
-            ("model.price_in", self.model.price_in),
-            ("model.price_out", self.model.price_out),
-            ("limits.max_cost_usd", self.limits.max_cost_usd),
-        ] {
-            if let Some(v) = v
-                && (!v.is_finite() || v < 0.0)
-            {
-                return bad(key, "must be a number >= 0");
-            }
-        }
-        if self.limits.max_format_errors == Some(0) {
-            return bad("limits.max_format_errors", "must be at least 1");
-        }
-        if self.model.request_timeout_s == Some(0) {
-            return bad("model.request_timeout_s", "must be at least 1");
-        }
-        if self.wal.snapshot_every == Some(0) {
-            return bad("wal.snapshot_every", "must be at least 1");
-        }
-        if self.compaction.keep_recent == Some(0) {
-            return bad("compaction.keep_recent", "must be at least 1");
-        }
-        if let Some(k) = &self.env.kind
-            && !matches!(k.as_str(), "local" | "sandbox")
-        {
-            return bad("env.kind", "must be local or sandbox");
-        }
-        if let Some(f) = &self.hooks.on_failure
-            && !matches!(f.as_str(), "block" | "allow")
-        {
-            return bad("hooks.on_failure", "must be block or allow");
-        }
+        self.model.provider()?;
+        self.env.kind()?;
+        self.hooks.on_failure()?;
         Ok(())
+    }
+}
+
+impl ModelSection {
+    /// `model.provider`, default openai.
+    pub fn provider(&self) -> Result<ProviderKind, ConfigError> {
+        self.provider
+            .as_deref()
+            .map_or(Ok(ProviderKind::default()), |p| {
+                parse_enum("model.provider", p)
+            })
+    }
+}
+
+impl EnvSection {
+    /// `env.kind`, default local.
+    pub fn kind(&self) -> Result<EnvKind, ConfigError> {
+        self.kind
+            .as_deref()
+            .map_or(Ok(EnvKind::default()), |k| parse_enum("env.kind", k))
+    }
+}
+
+impl HooksSection {
+    /// `hooks.on_failure`, default block.
+    pub fn on_failure(&self) -> Result<HookFailure, ConfigError> {
+        self.on_failure
+            .as_deref()
+            .map_or(Ok(HookFailure::default()), |f| {
+                parse_enum("hooks.on_failure", f)
+            })
     }
 }
 

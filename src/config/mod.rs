@@ -1,0 +1,334 @@
+//! One validated value for how a run runs: [`RunConfig`].
+//!
+//! A run's settings come from three sources: the command line, the TOML
+//! config file ([`file::Config`]) and, on resume, what `run.started`
+//! recorded (from this tinyagent, an older one, or an imported trajectory).
+//! Each source is turned into a `RunConfig` and every one of them goes
+//! through [`RunConfig::validate`], so a value that would make the loop
+//! misbehave (a zero `keep_recent`, a NaN price) is refused wherever it
+//! comes from. The agent holds the `RunConfig`; nothing re-reads the log's
+//! settings while the run goes on.
+
+pub mod file;
+
+pub use file::{Config, ConfigError};
+
+use crate::event::{Limits, RunSettings, RunStarted};
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Which kind of model backend to talk to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKind {
+    /// Any OpenAI-compatible Chat Completions server.
+    #[default]
+    #[value(name = "openai")]
+    OpenAi,
+    /// The Anthropic Messages API.
+    Anthropic,
+    /// Offline scripted turns from a JSON file.
+    Script,
+}
+
+/// Where commands run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum EnvKind {
+    /// Directly on the host.
+    #[default]
+    Local,
+    /// Inside a bubblewrap sandbox confined to the workspace.
+    Sandbox,
+}
+
+/// What a hook that fails (crash, timeout, garbage) means for a pre hook.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum HookFailure {
+    /// The call is blocked (the default: a broken guard guards).
+    #[default]
+    Block,
+    /// The call runs.
+    Allow,
+}
+
+/// The names of an enum's values, as the command line and config spell them.
+fn names<E: clap::ValueEnum>() -> String {
+    let all: Vec<String> = E::value_variants()
+        .iter()
+        .filter_map(|v| v.to_possible_value().map(|p| p.get_name().to_string()))
+        .collect();
+    match all.split_last() {
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => String::new(),
+    }
+}
+
+/// Parses an enum value the way the command line does; the error names `key`.
+pub fn parse_enum<E: clap::ValueEnum>(key: &str, value: &str) -> Result<E, ConfigError> {
+    E::from_str(value.trim(), true).map_err(|_| ConfigError::Value {
+        key: key.to_string(),
+        message: format!("unknown value {value:?}: use {}", names::<E>()),
+    })
+}
+
+impl ProviderKind {
+    /// The name used on the command line, in config and in the log.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderKind::OpenAi => "openai",
+            ProviderKind::Anthropic => "anthropic",
+            ProviderKind::Script => "script",
+        }
+    }
+
+    /// The model a run uses when none is named.
+    pub fn default_model(self) -> &'static str {
+        match self {
+            ProviderKind::OpenAi => "gpt-4o-mini",
+            ProviderKind::Anthropic => "claude-sonnet-4-5",
+            ProviderKind::Script => "script",
+        }
+    }
+
+    /// The variable the API key is read from when none is named.
+    pub fn default_key_env(self) -> &'static str {
+        match self {
+            ProviderKind::Anthropic => "ANTHROPIC_API_KEY",
+            ProviderKind::OpenAi | ProviderKind::Script => "OPENAI_API_KEY",
+        }
+    }
+}
+
+impl EnvKind {
+    /// The name used in config and in the log.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EnvKind::Local => "local",
+            EnvKind::Sandbox => "sandbox",
+        }
+    }
+}
+
+impl HookFailure {
+    /// The name used in config and in the log.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HookFailure::Block => "block",
+            HookFailure::Allow => "allow",
+        }
+    }
+}
+
+macro_rules! display_as_str {
+    ($($t:ty),*) => {$(
+        impl std::fmt::Display for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    )*};
+}
+display_as_str!(ProviderKind, EnvKind, HookFailure);
+
+/// Default records between background snapshots.
+pub const DEFAULT_SNAPSHOT_EVERY: u64 = 1000;
+/// Default compaction threshold (estimated tokens of what is sent): three
+/// quarters of a 128k window.
+pub const DEFAULT_COMPACT_AT: u64 = 96_000;
+/// Default number of recent messages a compaction keeps verbatim.
+pub const DEFAULT_KEEP_RECENT: usize = 6;
+/// Default time a hook may take.
+pub const DEFAULT_HOOK_TIMEOUT: Duration = Duration::from_secs(30);
+/// The largest price per million tokens accepted (USD).
+pub const MAX_PRICE: f64 = 1e6;
+
+/// The model backend of a run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelSettings {
+    pub provider: ProviderKind,
+    pub name: String,
+    /// `None`: the provider's public endpoint.
+    pub base_url: Option<String>,
+    /// The variable holding the API key (never the key itself).
+    pub api_key_env: Option<String>,
+    /// USD per million input / output tokens.
+    pub price_in: f64,
+    pub price_out: f64,
+    /// Script file for the script provider (absolute).
+    pub script: Option<PathBuf>,
+    pub stream: bool,
+    pub max_retries: u32,
+    pub retry_base: Duration,
+    pub request_timeout: Duration,
+}
+
+/// Tool hooks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HookSettings {
+    pub pre_tool: Option<String>,
+    pub post_tool: Option<String>,
+    pub timeout: Duration,
+    pub on_failure: HookFailure,
+}
+
+/// How one run runs: everything but its identity (run id, task) and the
+/// tool set derived from it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunConfig {
+    pub model: ModelSettings,
+    /// The workspace the tools act in (absolute).
+    pub workspace: PathBuf,
+    pub plan_enabled: bool,
+    /// Read-only Markdown mirror of the plan (absolute).
+    pub plan_file: Option<PathBuf>,
+    pub read_only: bool,
+    pub limits: Limits,
+    /// Compact when the estimate of what is sent exceeds this many tokens.
+    pub compact_at: u64,
+    /// Recent messages a compaction keeps verbatim (at least 1).
+    pub keep_recent: usize,
+    /// Records between background snapshots (at least 1).
+    pub snapshot_every: u64,
+    pub hooks: HookSettings,
+    pub env: EnvKind,
+    /// Network inside the sandbox.
+    pub network: bool,
+}
+
+fn bad(key: &str, message: impl Into<String>) -> ConfigError {
+    ConfigError::Value {
+        key: key.to_string(),
+        message: message.into(),
+    }
+}
+
+impl RunConfig {
+    /// Checks every value, whatever its source. The error names the setting
+    /// the way the config file spells it.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        for (key, v) in [
+            ("model.price_in", self.model.price_in),
+            ("model.price_out", self.model.price_out),
+        ] {
+            if !v.is_finite() || !(0.0..=MAX_PRICE).contains(&v) {
+                return Err(bad(key, format!("must be a number from 0 to {MAX_PRICE}")));
+            }
+        }
+        if self
+            .limits
+            .max_cost_usd
+            .is_some_and(|c| !c.is_finite() || c < 0.0)
+        {
+            return Err(bad("limits.max_cost_usd", "must be a number >= 0"));
+        }
+        if self.limits.max_format_errors == 0 {
+            return Err(bad("limits.max_format_errors", "must be at least 1"));
+        }
+        if self.model.request_timeout.is_zero() {
+            return Err(bad("model.request_timeout_s", "must be at least 1"));
+        }
+        if self.snapshot_every == 0 {
+            return Err(bad("wal.snapshot_every", "must be at least 1"));
+        }
+        if self.keep_recent == 0 {
+            return Err(bad("compaction.keep_recent", "must be at least 1"));
+        }
+        if self.model.name.trim().is_empty() {
+            return Err(bad("model.name", "must not be empty"));
+        }
+        if self.plan_file.is_some() && !self.plan_enabled {
+            return Err(bad(
+                "plan.file",
+                "--plan-file requires --plan (or plan.enabled = true in the config)",
+            ));
+        }
+        if !self.workspace.is_absolute() {
+            return Err(bad("cwd", "the workspace must be an absolute path"));
+        }
+        Ok(())
+    }
+
+    /// The config a log's `run.started` records, with today's defaults for
+    /// what it left unset; validated like any other source.
+    pub fn from_started(
+        run: &RunStarted,
+        fallback_cwd: &std::path::Path,
+    ) -> Result<RunConfig, ConfigError> {
+        let s = &run.settings;
+        let workspace = if s.cwd.is_empty() {
+            // A run imported from a trajectory file may not name its
+            // workspace: it then works in the current directory.
+            fallback_cwd.to_path_buf()
+        } else {
+            PathBuf::from(&s.cwd)
+        };
+        let config = RunConfig {
+            model: ModelSettings {
+                provider: run.provider,
+                name: run.model.clone(),
+                base_url: run.base_url.clone(),
+                api_key_env: s.api_key_env.clone(),
+                price_in: s.price_in.unwrap_or(0.0),
+                price_out: s.price_out.unwrap_or(0.0),
+                script: s.script.as_ref().map(PathBuf::from),
+                stream: s.stream,
+                max_retries: s.max_retries.unwrap_or(5),
+                retry_base: Duration::from_millis(s.retry_base_ms.unwrap_or(500)),
+                request_timeout: Duration::from_secs(s.request_timeout_s.unwrap_or(300)),
+            },
+            workspace,
+            plan_enabled: run.plan_enabled,
+            plan_file: s.plan_file.as_ref().map(PathBuf::from),
+            read_only: run.read_only,
+            limits: run.limits.clone(),
+            compact_at: s.compact_at.unwrap_or(DEFAULT_COMPACT_AT),
+            keep_recent: s.keep_recent.unwrap_or(DEFAULT_KEEP_RECENT),
+            snapshot_every: s.snapshot_every.unwrap_or(DEFAULT_SNAPSHOT_EVERY),
+            hooks: HookSettings {
+                pre_tool: s.hooks_pre_tool.clone(),
+                post_tool: s.hooks_post_tool.clone(),
+                timeout: s
+                    .hooks_timeout_ms
+                    .map_or(DEFAULT_HOOK_TIMEOUT, Duration::from_millis),
+                on_failure: s.hooks_on_failure.unwrap_or_default(),
+            },
+            env: s.env.unwrap_or_default(),
+            network: s.network,
+        };
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// What `run.started` records of this config (never a secret: only the
+    /// name of the key's variable).
+    pub fn settings(&self) -> RunSettings {
+        let m = &self.model;
+        RunSettings {
+            api_key_env: m.api_key_env.clone(),
+            price_in: Some(m.price_in),
+            price_out: Some(m.price_out),
+            script: m.script.as_ref().map(|p| p.display().to_string()),
+            cwd: self.workspace.display().to_string(),
+            plan_file: self.plan_file.as_ref().map(|p| p.display().to_string()),
+            compact_at: Some(self.compact_at),
+            keep_recent: Some(self.keep_recent),
+            snapshot_every: Some(self.snapshot_every),
+            hooks_pre_tool: self.hooks.pre_tool.clone(),
+            hooks_post_tool: self.hooks.post_tool.clone(),
+            hooks_timeout_ms: Some(
+                u64::try_from(self.hooks.timeout.as_millis()).unwrap_or(u64::MAX),
+            ),
+            hooks_on_failure: Some(self.hooks.on_failure),
+            network: self.network,
+            env: Some(self.env),
+            stream: m.stream,
+            max_retries: Some(m.max_retries),
+            retry_base_ms: Some(u64::try_from(m.retry_base.as_millis()).unwrap_or(u64::MAX)),
+            request_timeout_s: Some(m.request_timeout.as_secs()),
+        }
+    }
+}
