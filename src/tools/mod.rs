@@ -13,7 +13,8 @@
 //!   these and stops the run after too many in a row.
 //! - an ordinary tool error (file missing, command failed): `is_error` only.
 //!
-//! Modules: `specs` (descriptions and schemas), [`paths`] (workspace
+//! Modules: [`tool`] (what a tool is: the [`Tool`] trait, [`ToolSpec`],
+//! argument parsing), `specs` (descriptions and schemas), [`paths`] (workspace
 //! confinement), [`env`](mod@env) (where commands run: local or bubblewrap sandbox),
 //! [`bash`] (foreground commands), [`process`] (background processes and the
 //! `process` tool), [`files`] (read, write, edit), [`search`] (grep, glob),
@@ -28,10 +29,11 @@ pub mod plan_tool;
 pub mod process;
 pub mod search;
 mod specs;
+pub mod tool;
 
-pub use crate::model::ToolSpec;
 pub use env::{EnvError, ExecEnv, HideVars, LocalEnv, SandboxEnv};
 pub use process::{ProcessStatus, ProcessSummary, ProcessTable, proc_start_time};
+pub use tool::{Effect, Tool, ToolSpec, TypedTool, parse_args};
 
 use crate::event::{Event, PlanItem, ToolCall};
 use serde::de::DeserializeOwned;
@@ -186,53 +188,21 @@ fn dispatch(ctx: &ToolContext, call: &ToolCall) -> ToolOutcome {
     let raw = call.arguments.as_str();
     let run = || -> Result<ToolOutcome, ToolOutcome> {
         Ok(match name {
-            "bash" => bash::run(ctx, parse_args(name, raw)?),
-            "process" => process::run_tool(ctx, parse_args(name, raw)?),
-            "read" => files::read(ctx, parse_args(name, raw)?),
-            "write" => files::write(ctx, parse_args(name, raw)?),
-            "edit" => files::edit(ctx, parse_args(name, raw)?),
-            "grep" => search::grep(ctx, parse_args(name, raw)?),
-            "glob" => search::glob(ctx, parse_args(name, raw)?),
-            "update_plan" => plan_tool::run(ctx, parse_args(name, raw)?),
+            "bash" => bash::run(ctx, builtin_args(name, raw)?),
+            "process" => process::run_tool(ctx, builtin_args(name, raw)?),
+            "read" => files::read(ctx, builtin_args(name, raw)?),
+            "write" => files::write(ctx, builtin_args(name, raw)?),
+            "edit" => files::edit(ctx, builtin_args(name, raw)?),
+            "grep" => search::grep(ctx, builtin_args(name, raw)?),
+            "glob" => search::glob(ctx, builtin_args(name, raw)?),
+            "update_plan" => plan_tool::run(ctx, builtin_args(name, raw)?),
             other => ToolOutcome::format_error(format!("Unknown tool `{other}`.")),
         })
     };
     run().unwrap_or_else(|e| e)
 }
 
-/// Parses a call's raw argument string into the tool's typed arguments; any
-/// failure is a format error naming the problem and the expected shape.
-fn parse_args<T: DeserializeOwned>(name: &str, raw: &str) -> Result<T, ToolOutcome> {
-    let fail = |what: String| {
-        ToolOutcome::format_error(format!(
-            "Malformed call to `{name}`: {what}. Expected arguments: {}",
-            specs::usage(name)
-        ))
-    };
-    if raw.trim().is_empty() {
-        return Err(fail(
-            "the arguments are empty; they must be a JSON object".into(),
-        ));
-    }
-    let value: serde_json::Value = serde_json::from_str(raw)
-        .map_err(|e| fail(format!("the arguments are not valid JSON ({e})")))?;
-    if !value.is_object() {
-        return Err(fail(format!(
-            "the arguments must be a JSON object, not {}",
-            json_kind(&value)
-        )));
-    }
-    serde_json::from_value(value)
-        .map_err(|e| fail(format!("the arguments do not match the schema: {e}")))
-}
-
-fn json_kind(value: &serde_json::Value) -> &'static str {
-    match value {
-        serde_json::Value::Null => "null",
-        serde_json::Value::Bool(_) => "a boolean",
-        serde_json::Value::Number(_) => "a number",
-        serde_json::Value::String(_) => "a string",
-        serde_json::Value::Array(_) => "an array",
-        serde_json::Value::Object(_) => "an object",
-    }
+/// [`parse_args`] with the usage line of a built-in tool.
+fn builtin_args<T: DeserializeOwned>(name: &str, raw: &str) -> Result<T, ToolOutcome> {
+    parse_args(name, specs::usage(name), raw)
 }

@@ -6,7 +6,7 @@
 //! schema changes the signature recorded in `run.started` (and a resumed run
 //! with a different tool set is refused).
 
-use crate::model::ToolSpec;
+use super::ToolSpec;
 use serde_json::json;
 
 /// The tools in the fixed order they are advertised in.
