@@ -309,10 +309,10 @@ fn ordinary_failures_are_not_format_errors() {
 #[test]
 fn rerunnable_tools() {
     for name in ["read", "grep", "glob"] {
-        assert!(ToolSet::is_rerunnable(name));
+        assert!(ToolSet::new(opts(false, true)).is_rerunnable(name));
     }
     for name in ["bash", "process", "write", "edit", "update_plan", "nope"] {
-        assert!(!ToolSet::is_rerunnable(name));
+        assert!(!ToolSet::new(opts(false, true)).is_rerunnable(name));
     }
 }
 

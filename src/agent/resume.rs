@@ -8,7 +8,6 @@
 use super::{Agent, AgentError};
 use crate::event::{Event, Limits, Resume, ToolResult, ToolStarted};
 use crate::session::{ProcessInfo, plan};
-use crate::tools::ToolSet;
 use serde_json::json;
 
 /// Result text for a call whose `tool.started` was durable but no result.
@@ -55,7 +54,7 @@ impl Agent {
                 json!({ "id": call.id, "name": call.name, "started": call.started }),
             );
             let model_call = self.find_call(&call.id);
-            if ToolSet::is_rerunnable(&call.name)
+            if self.tools.is_rerunnable(&call.name)
                 && let Some(tc) = model_call
             {
                 if !call.started {
