@@ -43,6 +43,9 @@ pub mod tool;
 pub mod update_plan;
 pub mod write;
 
+#[cfg(test)]
+mod tests;
+
 pub use env::{EnvError, ExecEnv, HideVars, LocalEnv, SandboxEnv};
 pub use process::{ProcessStatus, ProcessSummary, ProcessTable, proc_start_time};
 pub use registry::{DuplicateTool, ToolSet, ToolSetOptions};
