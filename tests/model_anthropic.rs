@@ -8,7 +8,8 @@ use common::{MockReply, MockServer};
 use serde_json::json;
 use std::time::Duration;
 use tinyagent::event::{Message, ToolCall, Usage};
-use tinyagent::model::{ModelRequest, Provider, ProviderConfig, ProviderKind, Purpose, ToolSpec};
+use tinyagent::model::{ModelRequest, Provider, ProviderConfig, ProviderKind, Purpose};
+use tinyagent::tools::ToolSpec;
 
 fn anthropic_reply() -> MockReply {
     MockReply::json(json!({

@@ -60,6 +60,35 @@ fn signature_is_stable_and_differs_across_options() {
     assert_eq!(ToolSet::new(opts(false, true)).signature(), sigs[1]);
 }
 
+/// Today's signatures. Every log records one of them in `run.started`, and a
+/// resume compares it with the tool set it builds: a change here strands
+/// every existing log.
+#[test]
+fn signatures_are_pinned() {
+    for ((read_only, plan), sig) in [
+        ((false, false), "679d90aae454c3d5"),
+        ((true, false), "bbdf33960b7a5411"),
+        ((false, true), "3b41d57d1716f8cc"),
+        ((true, true), "6f81c0681cfa51b2"),
+    ] {
+        assert_eq!(
+            ToolSet::new(opts(read_only, plan)).signature(),
+            sig,
+            "read_only {read_only}, plan {plan}"
+        );
+    }
+}
+
+/// The full tool set (every other set is a subset of it, in the same order)
+/// as it is sent to the model: names, descriptions and schemas.
+#[test]
+fn specs_match_the_fixture() {
+    let specs = ToolSet::new(opts(false, true)).specs().to_vec();
+    let mut text = serde_json::to_string_pretty(&specs).unwrap();
+    text.push('\n');
+    assert_eq!(text, include_str!("fixtures/tool_specs.json"));
+}
+
 #[test]
 fn every_schema_is_a_closed_object_and_fits_the_parser() {
     let fx = Fixture::new();
@@ -280,10 +309,10 @@ fn ordinary_failures_are_not_format_errors() {
 #[test]
 fn rerunnable_tools() {
     for name in ["read", "grep", "glob"] {
-        assert!(ToolSet::is_rerunnable(name));
+        assert!(ToolSet::new(opts(false, true)).is_rerunnable(name));
     }
     for name in ["bash", "process", "write", "edit", "update_plan", "nope"] {
-        assert!(!ToolSet::is_rerunnable(name));
+        assert!(!ToolSet::new(opts(false, true)).is_rerunnable(name));
     }
 }
 

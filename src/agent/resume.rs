@@ -47,7 +47,7 @@ impl Agent {
             // made it: the newest one, since ids may repeat across steps.
             let model_call = self.find_call(&call.id);
             match model_call {
-                Some(tc) if call.started && crate::tools::ToolSet::is_rerunnable(&call.name) => {
+                Some(tc) if call.started && self.tools.is_rerunnable(&call.name) => {
                     self.run_call(call.step, &tc, true)?;
                     rerun.push(tc);
                 }

@@ -207,7 +207,7 @@ pub(crate) fn parse_response(v: &Value, step: u64) -> Result<ModelReply, ModelEr
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::ToolSpec;
+    use crate::tools::ToolSpec;
 
     #[test]
     fn tool_results_merge_and_system_goes_top_level() {

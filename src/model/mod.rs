@@ -2,16 +2,7 @@
 //! Anthropic Messages client and an offline script, behind one enum.
 
 use crate::event::{Message, Usage};
-use serde::{Deserialize, Serialize};
-
-/// What a model is told about one tool.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolSpec {
-    pub name: String,
-    pub description: String,
-    /// JSON Schema of the arguments object.
-    pub parameters: serde_json::Value,
-}
+use crate::tools::ToolSpec;
 
 /// Why a request is made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

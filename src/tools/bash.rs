@@ -11,10 +11,11 @@
 
 use super::env::ExecEnv;
 use super::output::{HeadTail, OUTPUT_CAP};
-use super::{ToolContext, ToolOutcome};
+use super::{Effect, ToolContext, ToolOutcome, TypedTool};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use serde::Deserialize;
+use serde_json::{Value, json};
 use std::io::{self, Read};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
@@ -53,22 +54,56 @@ pub struct CommandOutput {
     pub timed_out: bool,
 }
 
-pub(crate) fn run(ctx: &ToolContext, args: BashArgs) -> ToolOutcome {
-    if args.command.trim().is_empty() {
-        return ToolOutcome::error("command is empty");
+/// The `bash` tool.
+pub struct BashTool;
+
+impl TypedTool for BashTool {
+    const NAME: &'static str = "bash";
+    const DESCRIPTION: &'static str = "Run a shell command with `bash -c` in the workspace \
+        directory. stdout and stderr are merged and returned with the exit code. The command runs \
+        in its own process group with stdin closed; when it exceeds timeout_ms (default 120000) \
+        the whole group is killed, and processes it leaves behind are killed when it ends. Long \
+        output keeps its head and tail and marks how much was cut. For servers and other \
+        long-running commands set background: true: the call returns at once with a process id, \
+        and the `process` tool lists, reads the output of, or kills it. Prefer \
+        read/grep/glob/edit over cat/grep/find/sed for files.";
+    const USAGE: &'static str =
+        r#"{"command": string, "timeout_ms"?: integer, "background"?: boolean}"#;
+    const EFFECT: Effect = Effect::Mutating;
+    type Args = BashArgs;
+
+    fn schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "command": {"type": "string", "description": "The bash script to run."},
+                "timeout_ms": {"type": "integer", "minimum": 1,
+                    "description": "Kill the command after this many milliseconds (default 120000)."},
+                "background": {"type": "boolean",
+                    "description": "Start the command in the background and return its process id at once."}
+            },
+            "required": ["command"],
+            "additionalProperties": false
+        })
     }
-    if args.background.unwrap_or(false) {
-        return super::process::start_from_tool(ctx, &args.command);
-    }
-    let timeout_ms = match args.timeout_ms {
-        Some(0) => return ToolOutcome::error("timeout_ms must be at least 1"),
-        Some(ms) => ms,
-        None => DEFAULT_TIMEOUT_MS,
-    };
-    let timeout = Duration::from_millis(timeout_ms);
-    match run_foreground(ctx.env, ctx.workspace, &args.command, timeout, OUTPUT_CAP) {
-        Ok(out) => describe(&out, timeout_ms),
-        Err(e) => ToolOutcome::error(format!("failed to start the command: {e}")),
+
+    fn run(&self, ctx: &ToolContext, args: BashArgs) -> ToolOutcome {
+        if args.command.trim().is_empty() {
+            return ToolOutcome::error("command is empty");
+        }
+        if args.background.unwrap_or(false) {
+            return super::process::start_from_tool(ctx, &args.command);
+        }
+        let timeout_ms = match args.timeout_ms {
+            Some(0) => return ToolOutcome::error("timeout_ms must be at least 1"),
+            Some(ms) => ms,
+            None => DEFAULT_TIMEOUT_MS,
+        };
+        let timeout = Duration::from_millis(timeout_ms);
+        match run_foreground(ctx.env, ctx.workspace, &args.command, timeout, OUTPUT_CAP) {
+            Ok(out) => describe(&out, timeout_ms),
+            Err(e) => ToolOutcome::error(format!("failed to start the command: {e}")),
+        }
     }
 }
 

@@ -1,10 +1,14 @@
 //! The tools the model can call, and the registry that advertises them.
 //!
-//! [`ToolSet`] is built once per run from [`ToolSetOptions`]; it advertises
-//! its [`ToolSpec`]s in a fixed order and hashes them into a
-//! [`ToolSet::signature`] that `run.started` records. [`ToolSet::call`] runs
-//! one call synchronously (the agent calls it on a blocking thread) and never
-//! panics: every problem becomes a [`ToolOutcome`].
+//! Every tool implements [`Tool`]: its name, description, JSON Schema, a
+//! one-line usage string for format errors, its [`Effect`] and `call`. The
+//! built-in tools implement [`TypedTool`] instead, which parses the raw
+//! arguments into the tool's own argument type. [`ToolSet`] is built once per
+//! run from [`ToolSetOptions`] (more tools can be added with
+//! [`ToolSet::register`]); it advertises its [`ToolSpec`]s in a fixed order
+//! and hashes them into a [`ToolSet::signature`] that `run.started` records.
+//! [`ToolSet::call`] runs one call synchronously (the agent calls it on a
+//! blocking thread) and never panics: every problem becomes a [`ToolOutcome`].
 //!
 //! Two kinds of failure are kept apart:
 //! - a *format error*: the call itself is malformed (arguments that are not
@@ -13,40 +17,42 @@
 //!   these and stops the run after too many in a row.
 //! - an ordinary tool error (file missing, command failed): `is_error` only.
 //!
-//! Modules: `specs` (descriptions and schemas), [`paths`] (workspace
-//! confinement), [`env`](mod@env) (where commands run: local or bubblewrap sandbox),
-//! [`bash`] (foreground commands), [`process`] (background processes and the
-//! `process` tool), [`files`] (read, write, edit), [`search`] (grep, glob),
-//! [`plan_tool`] (update_plan), [`output`] (bounded output buffers).
+//! Modules: [`tool`] (the traits, [`ToolSpec`], argument parsing),
+//! [`registry`] ([`ToolSet`]). One module per tool, holding its description,
+//! schema, argument type, effect and code: [`bash`] (foreground commands),
+//! [`process`] (background processes: the [`ProcessTable`] and the `process`
+//! tool), [`read`], [`write`](mod@write), [`edit`], [`grep`], [`glob`](mod@glob),
+//! [`update_plan`]. Helpers: `files` (what read, write and edit share),
+//! `search` (the walker and globs of grep and glob), [`paths`] (workspace
+//! confinement), [`env`](mod@env) (where commands run: local or bubblewrap
+//! sandbox), [`output`] (bounded output buffers).
 
 pub mod bash;
+pub mod edit;
 pub mod env;
-pub mod files;
+mod files;
+pub mod glob;
+pub mod grep;
 pub mod output;
 pub mod paths;
-pub mod plan_tool;
 pub mod process;
-pub mod search;
-mod specs;
+pub mod read;
+pub mod registry;
+mod search;
+pub mod tool;
+pub mod update_plan;
+pub mod write;
 
-pub use crate::model::ToolSpec;
+#[cfg(test)]
+mod tests;
+
 pub use env::{EnvError, ExecEnv, HideVars, LocalEnv, SandboxEnv};
 pub use process::{ProcessStatus, ProcessSummary, ProcessTable, proc_start_time};
+pub use registry::{DuplicateTool, ToolSet, ToolSetOptions};
+pub use tool::{Effect, Tool, ToolSpec, TypedTool, parse_args};
 
-use crate::event::{Event, PlanItem, ToolCall};
-use serde::de::DeserializeOwned;
-use sha2::{Digest, Sha256};
-use std::panic::{AssertUnwindSafe, catch_unwind};
+use crate::event::{Event, PlanItem};
 use std::path::Path;
-
-/// Which tools a run offers.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ToolSetOptions {
-    /// Offer no tool that changes files or runs commands.
-    pub read_only: bool,
-    /// Offer `update_plan`.
-    pub plan: bool,
-}
 
 /// Everything a tool call may act on.
 pub struct ToolContext<'a> {
@@ -105,134 +111,5 @@ impl ToolOutcome {
             format_error: true,
             ..Self::ok(content)
         }
-    }
-}
-
-/// The tools offered to one run.
-#[derive(Debug, Clone)]
-pub struct ToolSet {
-    opts: ToolSetOptions,
-    specs: Vec<ToolSpec>,
-}
-
-impl ToolSet {
-    pub fn new(opts: ToolSetOptions) -> ToolSet {
-        let specs = specs::ALL_TOOLS
-            .iter()
-            .filter(|name| !(opts.read_only && specs::MUTATING_TOOLS.contains(name)))
-            .filter(|name| opts.plan || **name != "update_plan")
-            .filter_map(|name| specs::spec(name))
-            .collect();
-        ToolSet { opts, specs }
-    }
-
-    pub fn options(&self) -> ToolSetOptions {
-        self.opts
-    }
-
-    /// The advertised tools, in a fixed order.
-    pub fn specs(&self) -> &[ToolSpec] {
-        &self.specs
-    }
-
-    pub fn names(&self) -> Vec<String> {
-        self.specs.iter().map(|s| s.name.clone()).collect()
-    }
-
-    /// A stable hash of the advertised tools (names, descriptions and schemas,
-    /// in order): the first 16 hex digits of a SHA-256.
-    pub fn signature(&self) -> String {
-        let mut hasher = Sha256::new();
-        for spec in &self.specs {
-            for part in [
-                spec.name.as_str(),
-                spec.description.as_str(),
-                &spec.parameters.to_string(),
-            ] {
-                hasher.update((part.len() as u64).to_le_bytes());
-                hasher.update(part.as_bytes());
-            }
-        }
-        let digest = hasher.finalize();
-        digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
-    }
-
-    /// Tools with no side effects, safe to re-run on resume.
-    pub fn is_rerunnable(name: &str) -> bool {
-        matches!(name, "read" | "grep" | "glob")
-    }
-
-    /// Runs one call. Never panics.
-    pub fn call(&self, ctx: &ToolContext, call: &ToolCall) -> ToolOutcome {
-        if !self.specs.iter().any(|s| s.name == call.name) {
-            return ToolOutcome::format_error(format!(
-                "Unknown tool `{}`. Available tools: {}.",
-                call.name,
-                self.names().join(", ")
-            ));
-        }
-        match catch_unwind(AssertUnwindSafe(|| dispatch(ctx, call))) {
-            Ok(outcome) => outcome,
-            Err(_) => ToolOutcome::error(format!(
-                "internal error: the `{}` tool failed unexpectedly",
-                call.name
-            )),
-        }
-    }
-}
-
-fn dispatch(ctx: &ToolContext, call: &ToolCall) -> ToolOutcome {
-    let name = call.name.as_str();
-    let raw = call.arguments.as_str();
-    let run = || -> Result<ToolOutcome, ToolOutcome> {
-        Ok(match name {
-            "bash" => bash::run(ctx, parse_args(name, raw)?),
-            "process" => process::run_tool(ctx, parse_args(name, raw)?),
-            "read" => files::read(ctx, parse_args(name, raw)?),
-            "write" => files::write(ctx, parse_args(name, raw)?),
-            "edit" => files::edit(ctx, parse_args(name, raw)?),
-            "grep" => search::grep(ctx, parse_args(name, raw)?),
-            "glob" => search::glob(ctx, parse_args(name, raw)?),
-            "update_plan" => plan_tool::run(ctx, parse_args(name, raw)?),
-            other => ToolOutcome::format_error(format!("Unknown tool `{other}`.")),
-        })
-    };
-    run().unwrap_or_else(|e| e)
-}
-
-/// Parses a call's raw argument string into the tool's typed arguments; any
-/// failure is a format error naming the problem and the expected shape.
-fn parse_args<T: DeserializeOwned>(name: &str, raw: &str) -> Result<T, ToolOutcome> {
-    let fail = |what: String| {
-        ToolOutcome::format_error(format!(
-            "Malformed call to `{name}`: {what}. Expected arguments: {}",
-            specs::usage(name)
-        ))
-    };
-    if raw.trim().is_empty() {
-        return Err(fail(
-            "the arguments are empty; they must be a JSON object".into(),
-        ));
-    }
-    let value: serde_json::Value = serde_json::from_str(raw)
-        .map_err(|e| fail(format!("the arguments are not valid JSON ({e})")))?;
-    if !value.is_object() {
-        return Err(fail(format!(
-            "the arguments must be a JSON object, not {}",
-            json_kind(&value)
-        )));
-    }
-    serde_json::from_value(value)
-        .map_err(|e| fail(format!("the arguments do not match the schema: {e}")))
-}
-
-fn json_kind(value: &serde_json::Value) -> &'static str {
-    match value {
-        serde_json::Value::Null => "null",
-        serde_json::Value::Bool(_) => "a boolean",
-        serde_json::Value::Number(_) => "a number",
-        serde_json::Value::String(_) => "a string",
-        serde_json::Value::Array(_) => "an array",
-        serde_json::Value::Object(_) => "an object",
     }
 }

@@ -18,11 +18,12 @@
 
 use super::env::ExecEnv;
 use super::output::truncate_str;
-use super::{ToolContext, ToolOutcome};
+use super::{Effect, ToolContext, ToolOutcome, TypedTool};
 use crate::event::{Event, ProcessExited, ProcessStarted};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use serde::Deserialize;
+use serde_json::{Value, json};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -372,79 +373,107 @@ pub(crate) fn start_from_tool(ctx: &ToolContext, command: &str) -> ToolOutcome {
     }
 }
 
-/// The `process` tool.
-pub(crate) fn run_tool(ctx: &ToolContext, args: ProcessArgs) -> ToolOutcome {
-    let table = ctx.processes;
-    let need_id = |action: &str| {
-        ToolOutcome::error(format!(
-            "action \"{action}\" needs an id such as \"p1\" (use action \"list\" to see them)"
-        ))
-    };
-    match args.action {
-        ProcessAction::List => {
-            let all = table.list();
-            if all.is_empty() {
-                return ToolOutcome::ok("No background processes.");
+/// The `process` tool. It can kill processes, so it is `Mutating`: hidden in
+/// read-only runs and never re-run on resume.
+pub struct ProcessTool;
+
+impl TypedTool for ProcessTool {
+    const NAME: &'static str = "process";
+    const DESCRIPTION: &'static str = "Manage background processes started with bash \
+        background: true. action \"list\" shows every process with its status; \"output\" \
+        returns the tail of a process's output (tail_bytes, default 10000); \"kill\" kills the \
+        process and its whole group.";
+    const USAGE: &'static str = r#"{"action": "list" | "output" | "kill", "id"?: string (required for output and kill), "tail_bytes"?: integer}"#;
+    const EFFECT: Effect = Effect::Mutating;
+    type Args = ProcessArgs;
+
+    fn schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "action": {"type": "string", "enum": ["list", "output", "kill"]},
+                "id": {"type": "string", "description": "Process id such as \"p1\" (for output and kill)."},
+                "tail_bytes": {"type": "integer", "minimum": 1,
+                    "description": "How many bytes of the end of the output to return (default 10000)."}
+            },
+            "required": ["action"],
+            "additionalProperties": false
+        })
+    }
+
+    fn run(&self, ctx: &ToolContext, args: ProcessArgs) -> ToolOutcome {
+        let table = ctx.processes;
+        let need_id = |action: &str| {
+            ToolOutcome::error(format!(
+                "action \"{action}\" needs an id such as \"p1\" (use action \"list\" to see them)"
+            ))
+        };
+        match args.action {
+            ProcessAction::List => {
+                let all = table.list();
+                if all.is_empty() {
+                    return ToolOutcome::ok("No background processes.");
+                }
+                let lines: Vec<String> = all
+                    .iter()
+                    .map(|p| {
+                        format!(
+                            "{}  pid {}  {}  [{}]  {}",
+                            p.id,
+                            p.pid,
+                            p.status,
+                            p.env,
+                            truncate_str(&p.command, 200)
+                        )
+                    })
+                    .collect();
+                ToolOutcome::ok(lines.join("\n"))
             }
-            let lines: Vec<String> = all
-                .iter()
-                .map(|p| {
-                    format!(
-                        "{}  pid {}  {}  [{}]  {}",
-                        p.id,
-                        p.pid,
-                        p.status,
-                        p.env,
-                        truncate_str(&p.command, 200)
-                    )
-                })
-                .collect();
-            ToolOutcome::ok(lines.join("\n"))
-        }
-        ProcessAction::Output => {
-            let Some(id) = args.id else {
-                return need_id("output");
-            };
-            let tail = args.tail_bytes.unwrap_or(DEFAULT_TAIL).clamp(1, MAX_TAIL);
-            let status = table
-                .list()
-                .into_iter()
-                .find(|p| p.id == id)
-                .map(|p| p.status);
-            match (table.output(&id, tail), status) {
-                (Ok((text, skipped)), Some(status)) => {
-                    let mut out = String::new();
-                    if skipped > 0 {
-                        out.push_str(&format!("[... {skipped} earlier bytes not shown ...]\n"));
+            ProcessAction::Output => {
+                let Some(id) = args.id else {
+                    return need_id("output");
+                };
+                let tail = args.tail_bytes.unwrap_or(DEFAULT_TAIL).clamp(1, MAX_TAIL);
+                let status = table
+                    .list()
+                    .into_iter()
+                    .find(|p| p.id == id)
+                    .map(|p| p.status);
+                match (table.output(&id, tail), status) {
+                    (Ok((text, skipped)), Some(status)) => {
+                        let mut out = String::new();
+                        if skipped > 0 {
+                            out.push_str(&format!("[... {skipped} earlier bytes not shown ...]\n"));
+                        }
+                        out.push_str(if text.is_empty() {
+                            "(no output yet)\n"
+                        } else {
+                            &text
+                        });
+                        if !out.ends_with('\n') {
+                            out.push('\n');
+                        }
+                        out.push_str(&format!("[{id}: {status}]"));
+                        ToolOutcome::ok(out)
                     }
-                    out.push_str(if text.is_empty() {
-                        "(no output yet)\n"
-                    } else {
-                        &text
-                    });
-                    if !out.ends_with('\n') {
-                        out.push('\n');
-                    }
-                    out.push_str(&format!("[{id}: {status}]"));
-                    ToolOutcome::ok(out)
+                    (Err(e), _) => ToolOutcome::error(e.to_string()),
+                    (Ok(_), None) => ToolOutcome::error(ProcessError::UnknownId(id).to_string()),
                 }
-                (Err(e), _) => ToolOutcome::error(e.to_string()),
-                (Ok(_), None) => ToolOutcome::error(ProcessError::UnknownId(id).to_string()),
             }
-        }
-        ProcessAction::Kill => {
-            let Some(id) = args.id else {
-                return need_id("kill");
-            };
-            let before = table.list().into_iter().find(|p| p.id == id);
-            match (before, table.kill(&id)) {
-                (Some(p), Ok(status)) if p.status != ProcessStatus::Running => {
-                    ToolOutcome::ok(format!("{id} was not running any more ({status})."))
+            ProcessAction::Kill => {
+                let Some(id) = args.id else {
+                    return need_id("kill");
+                };
+                let before = table.list().into_iter().find(|p| p.id == id);
+                match (before, table.kill(&id)) {
+                    (Some(p), Ok(status)) if p.status != ProcessStatus::Running => {
+                        ToolOutcome::ok(format!("{id} was not running any more ({status})."))
+                    }
+                    (_, Ok(status)) => {
+                        ToolOutcome::ok(format!("Killed {id} and its process group ({status})."))
+                    }
+                    (_, Err(e)) => ToolOutcome::error(e.to_string()),
                 }
-                (_, Ok(status)) => {
-                    ToolOutcome::ok(format!("Killed {id} and its process group ({status})."))
-                }
-                (_, Err(e)) => ToolOutcome::error(e.to_string()),
             }
         }
     }

@@ -1,0 +1,140 @@
+//! The `read` tool: numbered lines with offset and limit; binary files,
+//! directories and oversized whole-file reads are refused.
+
+use super::files::{io_error, resolve};
+use super::output::truncate_str;
+use super::{Effect, ToolContext, ToolOutcome, TypedTool};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+
+/// Lines shown when no limit is given.
+pub const DEFAULT_LIMIT: u64 = 2000;
+/// Longer lines are cut (bytes).
+pub const MAX_LINE_BYTES: usize = 2000;
+/// A file larger than this is read only with offset or limit.
+pub const WHOLE_FILE_CAP: u64 = 256 * 1024;
+/// Output of one read stops after this many bytes.
+pub const READ_OUTPUT_CAP: usize = 128 * 1024;
+/// Bytes looked at for a NUL to call a file binary.
+const BINARY_SNIFF: usize = 8192;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReadArgs {
+    pub path: String,
+    #[serde(default)]
+    pub offset: Option<u64>,
+    #[serde(default)]
+    pub limit: Option<u64>,
+}
+
+/// The `read` tool.
+pub struct ReadTool;
+
+impl TypedTool for ReadTool {
+    const NAME: &'static str = "read";
+    const DESCRIPTION: &'static str = "Read a text file of the workspace. Lines are numbered \
+        from 1 like `cat -n`. offset is the first line to show (1-based), limit the number of \
+        lines (default 2000); very long lines are cut. Large files must be read in parts with \
+        offset and limit. Binary files and directories are refused (use glob to list a \
+        directory).";
+    const USAGE: &'static str =
+        r#"{"path": string, "offset"?: integer (first line, 1-based), "limit"?: integer}"#;
+    const EFFECT: Effect = Effect::ReadOnly;
+    type Args = ReadArgs;
+
+    fn schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "File path, relative to the workspace."},
+                "offset": {"type": "integer", "minimum": 1, "description": "First line to show (1-based)."},
+                "limit": {"type": "integer", "minimum": 1, "description": "Number of lines to show (default 2000)."}
+            },
+            "required": ["path"],
+            "additionalProperties": false
+        })
+    }
+
+    fn run(&self, ctx: &ToolContext, args: ReadArgs) -> ToolOutcome {
+        let real = match resolve(ctx, &args.path) {
+            Ok(p) => p,
+            Err(out) => return out,
+        };
+        read_file(&real, &args).unwrap_or_else(|out| out)
+    }
+}
+
+fn read_file(real: &Path, args: &ReadArgs) -> Result<ToolOutcome, ToolOutcome> {
+    let path = args.path.as_str();
+    let meta = std::fs::metadata(real).map_err(|e| io_error("read", path, &e))?;
+    if meta.is_dir() {
+        return Err(ToolOutcome::error(format!(
+            "{path} is a directory, not a file; use glob to list its files"
+        )));
+    }
+    let mut file = File::open(real).map_err(|e| io_error("read", path, &e))?;
+    let mut head = Vec::with_capacity(BINARY_SNIFF);
+    (&mut file)
+        .take(BINARY_SNIFF as u64)
+        .read_to_end(&mut head)
+        .map_err(|e| io_error("read", path, &e))?;
+    if head.contains(&0) {
+        return Err(ToolOutcome::error(format!(
+            "{path} looks like a binary file ({} bytes); read shows text files only",
+            meta.len()
+        )));
+    }
+    if meta.len() > WHOLE_FILE_CAP && args.offset.is_none() && args.limit.is_none() {
+        return Err(ToolOutcome::error(format!(
+            "{path} is {} bytes, more than the {WHOLE_FILE_CAP} bytes read shows at once; read it \
+             in parts with offset and limit, or search it with grep",
+            meta.len()
+        )));
+    }
+    if meta.len() == 0 {
+        return Ok(ToolOutcome::ok(format!("({path} is empty)")));
+    }
+    let offset = args.offset.unwrap_or(1).max(1);
+    let limit = args.limit.unwrap_or(DEFAULT_LIMIT).max(1);
+    let mut reader = BufReader::new(std::io::Cursor::new(head).chain(file));
+    let mut out = String::new();
+    let mut line = Vec::new();
+    let mut number = 0u64;
+    let mut shown = 0u64;
+    loop {
+        line.clear();
+        let n = reader
+            .read_until(b'\n', &mut line)
+            .map_err(|e| io_error("read", path, &e))?;
+        if n == 0 {
+            break;
+        }
+        number += 1;
+        if number < offset {
+            continue;
+        }
+        if shown == limit || out.len() >= READ_OUTPUT_CAP {
+            out.push_str(&format!(
+                "[more lines follow; continue with offset={number}]\n"
+            ));
+            return Ok(ToolOutcome::ok(out));
+        }
+        let text = String::from_utf8_lossy(&line);
+        let text = text.trim_end_matches(['\n', '\r']);
+        out.push_str(&format!(
+            "{number:>6}\t{}\n",
+            truncate_str(text, MAX_LINE_BYTES)
+        ));
+        shown += 1;
+    }
+    if shown == 0 {
+        return Err(ToolOutcome::error(format!(
+            "offset {offset} is past the end of {path}, which has {number} lines"
+        )));
+    }
+    Ok(ToolOutcome::ok(out))
+}
