@@ -505,3 +505,84 @@ fn crash_during_a_snapshot_write_falls_back_and_finishes() {
         .count();
     assert_eq!(stray, 0);
 }
+
+/// A log written by the tinyagent of before the house-keeping change (a
+/// plan-enabled run killed during a long bash call, with snapshots in the
+/// format of the time), checked in as it was written, resumes today: the
+/// started call is reported interrupted, the one after it not run, the plan
+/// and the background process carry over, and the log ends completed.
+#[test]
+fn a_log_from_the_previous_binary_resumes() {
+    let fixture =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/previous-format");
+    // The run recorded its workspace as this absolute path.
+    let ws = std::path::Path::new("/tmp/tinyagent-fixture/ws");
+    std::fs::create_dir_all(ws).unwrap();
+    std::fs::write(ws.join("note.txt"), "written by the fixture run\n").unwrap();
+    let sb = Sandbox::new();
+    for name in [
+        "fixture.wal",
+        "fixture.wal.snapshot",
+        "fixture.wal.snapshot.bak",
+    ] {
+        let to = sb.path(name);
+        std::fs::copy(fixture.join(name), &to).unwrap();
+        std::fs::set_permissions(&to, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    }
+    let before = std::fs::read(sb.path("fixture.wal")).unwrap();
+    let server = MockServer::start(vec![MockReply::text("resumed from the old log")]);
+    let out = output({
+        let mut c = std::process::Command::new(e2e::bin());
+        c.current_dir(sb.dir.path())
+            .args([
+                "resume",
+                "fixture.wal",
+                "--provider",
+                "openai",
+                "--base-url",
+            ])
+            .arg(server.base_url())
+            .env_remove("OPENAI_API_KEY")
+            .stdin(std::process::Stdio::null());
+        c
+    });
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        !stderr(&out).contains("snapshot"),
+        "the old snapshot loads without a warning: {}",
+        stderr(&out)
+    );
+    let after = std::fs::read(sb.path("fixture.wal")).unwrap();
+    assert_eq!(
+        &after[..before.len()],
+        &before[..],
+        "the old records are kept as they were"
+    );
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 1);
+    let msgs = reqs[0]["messages"].as_array().unwrap();
+    let content = |id: &str| {
+        msgs.iter()
+            .find(|m| m["tool_call_id"] == id)
+            .unwrap_or_else(|| panic!("no result for {id}"))["content"]
+            .clone()
+    };
+    assert_eq!(content("call_3_0"), INTERRUPTED);
+    assert_eq!(content("call_3_1"), NOT_RUN);
+    assert!(msgs.iter().any(|m| {
+        m["content"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("[Current plan]")
+    }));
+    let notice = msgs
+        .iter()
+        .filter_map(|m| m["content"].as_str())
+        .find(|c| c.starts_with("[Resumed]"))
+        .expect("a [Resumed] notice");
+    assert!(notice.contains("p1"), "{notice}");
+    let recs = contract_reader::read(&sb.path("fixture.wal"));
+    contract_reader::check_write_order(&recs);
+    assert_eq!(recs.last().unwrap().data["status"], "completed");
+    server.assert_no_violations();
+}
