@@ -80,7 +80,6 @@ pub struct Agent {
     price_in: f64,
     price_out: f64,
     plan_file: Option<PathBuf>,
-    crash: Option<CrashPoint>,
     timing: Timing,
     /// Estimate at which the last compaction attempt failed.
     compaction_backoff: Option<u64>,
@@ -91,40 +90,10 @@ pub struct Agent {
 #[derive(Debug, Clone, Default)]
 struct Timing {
     started: Option<std::time::Instant>,
-    io_at_start: crate::wal::writer::IoStats,
+    io_at_start: tinyagent_store::wal::writer::IoStats,
     model: std::time::Duration,
     tools: std::time::Duration,
     steps: u64,
-}
-
-/// A test seam for crash tests of the real binary: with
-/// `TINYAGENT_CRASH_AFTER=<record type>:<n>` the process kills itself with
-/// SIGKILL right after the n-th record of that type it appended is durable,
-/// exactly as `kill -9` at that moment would.
-#[derive(Debug, Clone)]
-struct CrashPoint {
-    kind: String,
-    remaining: u64,
-}
-
-impl CrashPoint {
-    fn from_env() -> Option<CrashPoint> {
-        let spec = std::env::var("TINYAGENT_CRASH_AFTER").ok()?;
-        let (kind, n) = spec.rsplit_once(':')?;
-        Some(CrashPoint {
-            kind: kind.to_string(),
-            remaining: n.parse().ok()?,
-        })
-    }
-
-    /// Counts `event`; true when this is the one to crash after.
-    fn hit(&mut self, event: &Event) -> bool {
-        if event.kind() != self.kind || self.remaining == 0 {
-            return false;
-        }
-        self.remaining -= 1;
-        self.remaining == 0
-    }
 }
 
 /// USD for a call's usage at per-million-token prices.
@@ -159,7 +128,6 @@ impl Agent {
             price_in: run.settings.price_in.unwrap_or(0.0),
             price_out: run.settings.price_out.unwrap_or(0.0),
             plan_file: run.settings.plan_file.as_ref().map(PathBuf::from),
-            crash: CrashPoint::from_env(),
             timing: Timing::default(),
             compaction_backoff: None,
             store: parts.store,
@@ -207,9 +175,6 @@ impl Agent {
     /// Appends a record (durable once this returns), then reports it.
     pub fn append(&mut self, event: Event) -> Result<u64, AgentError> {
         let seq = self.store.append(event.clone())?;
-        if self.crash.as_mut().is_some_and(|c| c.hit(&event)) {
-            let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
-        }
         self.out.record(seq, &event);
         for saved in self.store.take_snapshot_notices() {
             self.out.event(
@@ -503,7 +468,7 @@ impl Agent {
     fn write_plan_file(&self) {
         if let (Some(path), Some(current)) = (self.plan_file.as_ref(), self.state().plan.as_ref()) {
             let text = plan::to_markdown(current);
-            if let Err(e) = crate::fsutil::atomic_write(path, text.as_bytes()) {
+            if let Err(e) = tinyagent_store::fsutil::atomic_write(path, text.as_bytes()) {
                 self.out.warn(&format!(
                     "could not write plan file {}: {e}",
                     path.display()
