@@ -148,7 +148,8 @@ fn a_compacted_run_killed_and_resumed_from_a_snapshot_continues_from_the_same_vi
             if let Ok(pid) = std::fs::read_to_string(sb.ws().join("long.pid")) {
                 let _ = Command::new("kill").arg(pid.trim()).status();
             }
-            let (_, state) = tinyagent_store::snapshot::read::<tinyagent::session::State>(&snap).unwrap();
+            let (_, state) =
+                tinyagent_store::snapshot::read::<tinyagent::session::State>(&snap).unwrap();
             assert_eq!(
                 state.compactions, 1,
                 "the snapshot holds the compacted view"

@@ -3,9 +3,9 @@
 
 mod wal_support;
 
-use tinyagent_store::snapshot;
 use tinyagent::session::State;
 use tinyagent::store::{Store, StoreError, StoreOptions, load};
+use tinyagent_store::snapshot;
 use wal_support::*;
 
 #[test]

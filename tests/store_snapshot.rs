@@ -6,10 +6,10 @@ mod wal_support;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, mpsc};
-use tinyagent_store::snapshot::{self, SnapshotHeader};
 use tinyagent::event::Event;
 use tinyagent::session::State;
 use tinyagent::store::{Store, StoreOptions, load, load_with};
+use tinyagent_store::snapshot::{self, SnapshotHeader};
 use wal_support::*;
 
 fn every(n: u64) -> StoreOptions {
