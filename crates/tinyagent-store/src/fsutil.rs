@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The directory holding `path` (`.` for a bare file name).
 #[must_use]
-pub fn parent_dir(path: &Path) -> &Path {
+pub(crate) fn parent_dir(path: &Path) -> &Path {
     match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
@@ -20,7 +20,7 @@ pub fn parent_dir(path: &Path) -> &Path {
 
 /// `path` with `suffix` appended to its file name (`a.wal` -> `a.wal.snapshot`).
 #[must_use]
-pub fn sibling(path: &Path, suffix: &str) -> PathBuf {
+pub(crate) fn sibling(path: &Path, suffix: &str) -> PathBuf {
     let mut s = path.as_os_str().to_os_string();
     s.push(suffix);
     PathBuf::from(s)
@@ -31,7 +31,7 @@ pub fn sibling(path: &Path, suffix: &str) -> PathBuf {
 ///
 /// # Errors
 /// When the directory cannot be opened or synced.
-pub fn sync_parent_dir(path: &Path) -> io::Result<()> {
+pub(crate) fn sync_parent_dir(path: &Path) -> io::Result<()> {
     File::open(parent_dir(path))?.sync_all()
 }
 
@@ -41,7 +41,7 @@ pub fn sync_parent_dir(path: &Path) -> io::Result<()> {
 ///
 /// # Errors
 /// When a level cannot be created (e.g. a file is in the way) or synced.
-pub fn create_dir_all_durable(dir: &Path) -> io::Result<()> {
+pub(crate) fn create_dir_all_durable(dir: &Path) -> io::Result<()> {
     if dir.as_os_str().is_empty() || dir.is_dir() {
         return Ok(());
     }
@@ -62,7 +62,7 @@ pub fn create_dir_all_durable(dir: &Path) -> io::Result<()> {
 ///
 /// # Errors
 /// `AlreadyExists` when `path` exists; any other open error.
-pub fn create_private(path: &Path, read_append: bool) -> io::Result<File> {
+pub(crate) fn create_private(path: &Path, read_append: bool) -> io::Result<File> {
     let mut opts = OpenOptions::new();
     if read_append {
         opts.read(true).append(true);
@@ -74,7 +74,7 @@ pub fn create_private(path: &Path, read_append: bool) -> io::Result<File> {
 
 /// The step of [`replace_atomically`] that failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Step {
+pub(crate) enum Step {
     /// Creating the temp file.
     Create,
     /// Writing the temp file.
@@ -95,7 +95,7 @@ pub enum Step {
 ///
 /// # Errors
 /// The first failed step (through `fail`) or `before_rename`'s error.
-pub fn replace_atomically<E>(
+pub(crate) fn replace_atomically<E>(
     path: &Path,
     tmp: &Path,
     bytes: &[u8],
@@ -117,8 +117,9 @@ pub fn replace_atomically<E>(
     sync_parent_dir(path).map_err(|e| fail(Step::SyncDir, e))
 }
 
-/// [`replace_atomically`] with a temp name of its own
-/// (`.tinyagent-tmp-<pid>-<n>` beside `path`) and nothing before the rename.
+/// Replaces `path` atomically with `bytes` (temp file, write, fsync, rename,
+/// directory fsync), with a temp name of its own
+/// (`.tinyagent-tmp-<pid>-<nanos>-<n>` beside `path`) and nothing before the rename.
 ///
 /// # Errors
 /// The I/O error of the step that failed.

@@ -16,9 +16,9 @@
 use crate::wal::fs::{FaultPlan, FaultPlanError};
 
 /// `TINYAGENT_CRASH_AFTER`.
-pub const CRASH_AFTER_ENV: &str = "TINYAGENT_CRASH_AFTER";
+const CRASH_AFTER_ENV: &str = "TINYAGENT_CRASH_AFTER";
 /// `TINYAGENT_CRASH_IN_SNAPSHOT`.
-pub const CRASH_IN_SNAPSHOT_ENV: &str = "TINYAGENT_CRASH_IN_SNAPSHOT";
+const CRASH_IN_SNAPSHOT_ENV: &str = "TINYAGENT_CRASH_IN_SNAPSHOT";
 
 /// Crash right after the `nth` durable record of type `kind`.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -34,8 +34,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::thread::JoinHandle;
 
-pub const SNAPSHOT_FORMAT: &str = "tinyagent-snapshot";
-pub const SNAPSHOT_VERSION: u32 = 1;
+const SNAPSHOT_FORMAT: &str = "tinyagent-snapshot";
+const SNAPSHOT_VERSION: u32 = 1;
 const TMP_MARK: &str = ".snapshot.tmp-";
 
 /// A snapshot that was written (or loaded).
@@ -64,7 +64,7 @@ pub struct SnapshotHeader {
 
 impl SnapshotHeader {
     /// The covered record, if the header is self-consistent.
-    pub fn covered(&self) -> Result<RecordPos, SnapshotError> {
+    fn covered(&self) -> Result<RecordPos, SnapshotError> {
         let damaged = |why: &str| Err(SnapshotError::Damaged(why.to_string()));
         if self.format != SNAPSHOT_FORMAT || self.version != SNAPSHOT_VERSION {
             return damaged("unknown snapshot format or version");
@@ -154,21 +154,9 @@ pub fn clean_stray(wal: &Path) -> std::io::Result<Vec<PathBuf>> {
 }
 
 /// Writes a snapshot of `state`, which covers the log up to and including
-/// `covered`, atomically (see the module docs).
-///
-/// # Errors
-/// When the state does not serialise or a step of the write fails.
-pub fn write<S: Serialize>(
-    wal: &Path,
-    state: &S,
-    covered: &RecordPos,
-) -> Result<SnapshotSaved, SnapshotError> {
-    write_with(wal, state, covered, || {})
-}
-
-/// [`write`], calling `before_swap` once the temp file is written and synced
-/// (the crash seam).
-fn write_with<S: Serialize>(
+/// `covered`, atomically (see the module docs), calling `before_swap` once
+/// the temp file is written and synced (the crash seam).
+fn write<S: Serialize>(
     wal: &Path,
     state: &S,
     covered: &RecordPos,
@@ -390,7 +378,7 @@ fn run<R, S: Fold<R>>(
                 crash_now();
             }
         };
-        let _ = ntx.send(write_with(wal, state, pos, seam).map_err(|e| e.to_string()));
+        let _ = ntx.send(write(wal, state, pos, seam).map_err(|e| e.to_string()));
     };
     while let Ok(msg) = rx.recv() {
         match msg {
@@ -439,8 +427,8 @@ mod tests {
             total: 3,
             records: 2,
         };
-        write(&wal, &one, &pos(1)).unwrap();
-        let saved = write(&wal, &two, &pos(2)).unwrap();
+        write(&wal, &one, &pos(1), || {}).unwrap();
+        let saved = write(&wal, &two, &pos(2), || {}).unwrap();
         assert_eq!(
             saved,
             SnapshotSaved {
@@ -469,6 +457,7 @@ mod tests {
                 records: 1,
             },
             &pos(1),
+            || {},
         )
         .unwrap();
         let mut bytes = std::fs::read(&snap).unwrap();

@@ -281,11 +281,11 @@ impl<R: Record, S: Fold<R>> Store<R, S> {
     ///
     /// # Errors
     /// [`StoreError::Exists`], [`StoreError::Locked`], or an I/O failure.
-    pub fn create(path: &Path, opts: StoreOptions) -> Result<Self, StoreError> {
+    pub fn create(path: &Path, mut opts: StoreOptions) -> Result<Self, StoreError> {
         let dir = parent_dir(path);
         create_dir_all_durable(dir)
             .map_err(io_err(format!("could not create {}", dir.display())))?;
-        let writer = WalWriter::create_with(path, opts.seams.faults.clone())?;
+        let writer = WalWriter::create_with(path, opts.seams.faults.take())?;
         // Under the lock now: leftovers of an older log of the same name go.
         let mut warnings = Vec::new();
         for old in [snapshot::snapshot_path(path), snapshot::backup_path(path)] {

@@ -16,7 +16,7 @@ use crate::Record;
 use serde::Deserialize;
 
 /// Length of the `,"crc":"hhhhhhhh"}` suffix.
-pub const CRC_SUFFIX_LEN: usize = 18;
+const CRC_SUFFIX_LEN: usize = 18;
 const CRC_PREFIX: &[u8] = b",\"crc\":\"";
 
 /// Why a line is not a valid record (before any chain check).
@@ -52,8 +52,7 @@ struct RawFrame<R> {
 }
 
 /// Formats a crc the way the log does: 8 lowercase hex digits.
-#[must_use]
-pub fn crc_hex(crc: u32) -> String {
+fn crc_hex(crc: u32) -> String {
     format!("{crc:08x}")
 }
 

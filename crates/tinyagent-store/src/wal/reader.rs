@@ -168,7 +168,7 @@ pub fn scan<R: Record>(
         } else {
             "incomplete line (no newline at end of file)".to_string()
         };
-        return finish_bad(&mut r, &line, start, expect_seq, bad, report).map_err(read_err);
+        return finish_bad(&mut r, &line, start, expect_seq, &bad, report).map_err(read_err);
     }
 }
 
@@ -214,7 +214,7 @@ fn finish_bad(
     bad_line: &[u8],
     start: u64,
     expect_seq: u64,
-    bad: String,
+    bad: &str,
     mut report: ScanReport,
 ) -> std::io::Result<ScanReport> {
     let corrupt = |at: u64, report: &mut ScanReport| {

@@ -48,8 +48,13 @@ impl From<Appended> for RecordPos {
 
 /// The current time as the log writes it: RFC 3339 UTC with milliseconds.
 #[must_use]
-pub fn now_ts() -> String {
+fn now_ts() -> String {
     humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
+}
+
+/// A duration in nanoseconds, saturating (585 years fit).
+fn nanos(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 fn try_lock(file: &File, path: &Path) -> Result<(), WalError> {
@@ -91,10 +96,6 @@ impl LockedLog {
             file,
             path: path.to_path_buf(),
         })
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 
     /// Cuts the file to `len` bytes and makes the new size durable.
@@ -148,7 +149,10 @@ impl WalWriter {
 
     /// [`WalWriter::create`] with faults injected into the file's writes and
     /// syncs (tests, `TINYAGENT_FAULTS`).
-    pub fn create_with(path: &Path, faults: Option<FaultPlan>) -> Result<WalWriter, WalError> {
+    pub(crate) fn create_with(
+        path: &Path,
+        faults: Option<FaultPlan>,
+    ) -> Result<WalWriter, WalError> {
         let file = create_private(path, true).map_err(|e| match e.kind() {
             ErrorKind::AlreadyExists => WalError::Exists {
                 path: path.to_path_buf(),
@@ -228,7 +232,7 @@ impl WalWriter {
                     path: self.path.clone(),
                     source,
                 });
-                self.io.sync_nanos += t1.elapsed().as_nanos() as u64;
+                self.io.sync_nanos += nanos(t1.elapsed());
                 synced
             }
             Ok(written) => Err(WalError::ShortWrite {
@@ -251,7 +255,7 @@ impl WalWriter {
             offset: self.offset,
             len: expected as u64,
         };
-        self.io.write_nanos += (t1 - t0).as_nanos() as u64;
+        self.io.write_nanos += nanos(t1 - t0);
         self.io.appends += 1;
         self.io.bytes += done.len;
         self.next_seq += 1;
