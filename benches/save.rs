@@ -30,7 +30,7 @@ use tinyagent::bench::save::{Method, SaveRig};
 use tinyagent::bench::summarize;
 use tinyagent::event::{Event, StepSaved, Usage};
 use tinyagent::store::{self, Store, StoreOptions};
-use tinyagent::wal::reader;
+use tinyagent_store::wal::reader;
 
 /// Sizes for a real run and for the quick check under `cargo test --benches`.
 struct Sizes {
@@ -111,7 +111,7 @@ fn replay(c: &mut Criterion, sizes: &Sizes, dir: &Path) {
     group.sampling_mode(SamplingMode::Flat);
     group.throughput(Throughput::Bytes(len));
     group.bench_function(BenchmarkId::new("full_scan", len), |b| {
-        b.iter(|| reader::scan(&path, None, |_, _| {}).expect("scan"))
+        b.iter(|| reader::scan::<Event>(&path, None, |_, _| {}).expect("scan"))
     });
     group.bench_function(BenchmarkId::new("scan_and_fold", len), |b| {
         b.iter(|| store::load(&path).expect("load"))

@@ -2,7 +2,7 @@
 //! log writer and reader, the inspector and the `--json` event stream.
 //!
 //! Each variant serialises (adjacently tagged) as `{"type": "<name>", "data": {...}}`;
-//! the log framing in [`crate::wal::frame`] wraps that with `seq`, `prev`, `ts`
+//! the log framing in [`tinyagent_store::wal::frame`] wraps that with `seq`, `prev`, `ts`
 //! and `crc`. Members beyond the contract's required ones carry `#[serde(default)]`
 //! so that older logs keep reading.
 
@@ -501,6 +501,13 @@ impl Event {
             Event::Resume(_) => "resume",
             Event::RunFinished(_) => "run.finished",
         }
+    }
+}
+
+/// The store frames an event as its `type`/`data` pair (adjacent tagging).
+impl tinyagent_store::Record for Event {
+    fn kind(&self) -> &str {
+        Event::kind(self)
     }
 }
 

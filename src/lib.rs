@@ -4,11 +4,9 @@
 //!
 //! - [`event`]: the record vocabulary, one serde-tagged enum shared by the
 //!   loop, the log, the inspector and the `--json` stream.
-//! - [`wal`]: the append-only, CRC-framed JSONL write-ahead log: pure framing,
-//!   the fail-stop writer, the streaming reader that tells a torn tail from
-//!   corruption.
-//! - [`snapshot`]: atomic snapshots and the background compactor.
-//! - [`store`]: the one door to the disk: open = snapshot + replay of the tail.
+//! - [`store`]: the run's log: the `tinyagent-store` crate (CRC-framed JSONL
+//!   write-ahead log, atomic snapshots, open = snapshot + replay of the tail)
+//!   instantiated with [`event::Event`] and [`session::State`].
 //! - [`session`]: `State::apply`, the pure fold used live and on replay.
 //! - [`model`]: model providers (OpenAI-compatible, Anthropic, script).
 //! - [`tools`]: the tools the model can call and their registry.
@@ -23,11 +21,8 @@ pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod event;
-pub mod fsutil;
 pub mod model;
 pub mod session;
-pub mod snapshot;
 pub mod store;
 pub mod tools;
 pub mod trajectory;
-pub mod wal;

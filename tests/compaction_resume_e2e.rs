@@ -100,7 +100,7 @@ fn a_compacted_run_killed_and_resumed_by_replay_continues_from_the_same_view() {
             use std::os::unix::process::ExitStatusExt;
             assert_eq!(out.status.signal(), Some(9), "{}", stderr(&out));
             assert!(
-                !tinyagent::snapshot::snapshot_path(&sb.wal()).exists(),
+                !tinyagent_store::snapshot::snapshot_path(&sb.wal()).exists(),
                 "no snapshot: resume replays the whole log"
             );
         },
@@ -132,7 +132,7 @@ fn a_compacted_run_killed_and_resumed_from_a_snapshot_continues_from_the_same_vi
         |sb, mut cmd| {
             let mut child = cmd.stderr(std::process::Stdio::null()).spawn().unwrap();
             let wal = sb.wal();
-            let snap = tinyagent::snapshot::snapshot_path(&wal);
+            let snap = tinyagent_store::snapshot::snapshot_path(&wal);
             // Wait until the snapshot covers the long call's tool.started,
             // so that resume rebuilds the compacted view from it.
             wait_until("a snapshot covering the long call", || {
@@ -140,7 +140,7 @@ fn a_compacted_run_killed_and_resumed_from_a_snapshot_continues_from_the_same_vi
                     Event::ToolStarted(t) if t.call_id == "long" => Some(*seq),
                     _ => None,
                 });
-                let covered = tinyagent::snapshot::read_header(&snap).map(|p| p.seq);
+                let covered = tinyagent_store::snapshot::read_header(&snap).map(|p| p.seq);
                 matches!((started, covered), (Some(s), Ok(c)) if c >= s)
             });
             child.kill().unwrap(); // SIGKILL
@@ -148,7 +148,8 @@ fn a_compacted_run_killed_and_resumed_from_a_snapshot_continues_from_the_same_vi
             if let Ok(pid) = std::fs::read_to_string(sb.ws().join("long.pid")) {
                 let _ = Command::new("kill").arg(pid.trim()).status();
             }
-            let (_, state) = tinyagent::snapshot::read(&snap).unwrap();
+            let (_, state) =
+                tinyagent_store::snapshot::read::<tinyagent::session::State>(&snap).unwrap();
             assert_eq!(
                 state.compactions, 1,
                 "the snapshot holds the compacted view"

@@ -7,7 +7,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use tinyagent::cli::inspect::{inspect, repair, verify};
 use tinyagent::event::*;
-use tinyagent::wal::frame;
+use tinyagent_store::wal::frame;
 
 fn run_started() -> Event {
     Event::RunStarted(RunStarted {

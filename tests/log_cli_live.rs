@@ -6,9 +6,9 @@ use serde_json::{Value, json};
 use std::fs;
 use tinyagent::cli::inspect::{inspect, repair, verify};
 use tinyagent::event::*;
-use tinyagent::snapshot::snapshot_path;
 use tinyagent::store::{Store, StoreOptions};
-use tinyagent::wal::writer::LockedLog;
+use tinyagent_store::snapshot::snapshot_path;
+use tinyagent_store::wal::writer::LockedLog;
 
 fn started() -> Event {
     Event::RunStarted(RunStarted {

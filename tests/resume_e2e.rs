@@ -168,11 +168,12 @@ fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
 
 fn started(sb: &Sandbox, call_id: &str) -> bool {
     let mut found = false;
-    let _ = tinyagent::wal::reader::scan(&sb.wal(), None, |f, _| {
-        if let tinyagent::event::Event::ToolStarted(t) = &f.event {
-            found |= t.call_id == call_id;
-        }
-    });
+    let _ =
+        tinyagent_store::wal::reader::scan::<tinyagent::event::Event>(&sb.wal(), None, |f, _| {
+            if let tinyagent::event::Event::ToolStarted(t) = &f.event {
+                found |= t.call_id == call_id;
+            }
+        });
     found
 }
 

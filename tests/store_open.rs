@@ -3,8 +3,9 @@
 
 mod wal_support;
 
-use tinyagent::snapshot;
+use tinyagent::session::State;
 use tinyagent::store::{Store, StoreError, StoreOptions, load};
+use tinyagent_store::snapshot;
 use wal_support::*;
 
 #[test]
@@ -60,7 +61,7 @@ fn corruption_after_the_snapshot_is_refused_and_nothing_is_cut() {
         store.append(ev(i)).unwrap();
     }
     store.close().unwrap(); // final snapshot covers seq 9
-    let (covered, _) = snapshot::read(&snapshot::snapshot_path(&p)).unwrap();
+    let (covered, _) = snapshot::read::<State>(&snapshot::snapshot_path(&p)).unwrap();
     assert_eq!(covered.seq, 9);
     // Duplicate record 9 at the end: the only line a snapshot-based open reads.
     let mut bytes = std::fs::read(&p).unwrap();

@@ -6,8 +6,10 @@ mod wal_support;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, mpsc};
-use tinyagent::snapshot::{self, SnapshotHeader};
+use tinyagent::event::Event;
+use tinyagent::session::State;
 use tinyagent::store::{Store, StoreOptions, load, load_with};
+use tinyagent_store::snapshot::{self, SnapshotHeader};
 use wal_support::*;
 
 fn every(n: u64) -> StoreOptions {
@@ -81,7 +83,7 @@ fn snapshots_follow_the_cadence_and_open_replays_only_what_follows() {
     let live = store.state().clone();
     store.close().unwrap();
     // The compactor's mirror state equals the live one.
-    let (pos, mirrored) = snapshot::read(&snap).unwrap();
+    let (pos, mirrored) = snapshot::read::<State>(&snap).unwrap();
     assert_eq!(pos.seq, 13);
     assert_eq!(mirrored, live);
     // Read-only load: full replay, but it names the valid snapshot.
@@ -177,7 +179,7 @@ fn a_snapshot_beyond_the_end_of_a_cut_log_is_stale() {
     // Keep 8 records plus half of the 9th: both snapshots (12, 10) are stale.
     let pos: Vec<_> = {
         let mut v = Vec::new();
-        tinyagent::wal::reader::scan(&p, None, |_, q| v.push(*q)).unwrap();
+        tinyagent_store::wal::reader::scan::<Event>(&p, None, |_, q| v.push(*q)).unwrap();
         v
     };
     let f = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
@@ -256,7 +258,7 @@ fn a_slow_snapshot_does_not_hold_up_appends() {
         saved.iter().map(|s| s.seq).collect::<Vec<_>>(),
         (1..=15).map(|i| i * 2).collect::<Vec<_>>()
     );
-    let (pos, state) = snapshot::read(&snapshot::snapshot_path(&p)).unwrap();
+    let (pos, state) = snapshot::read::<State>(&snapshot::snapshot_path(&p)).unwrap();
     assert_eq!((pos.seq, state.records), (30, 30));
 }
 

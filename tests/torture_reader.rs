@@ -17,8 +17,9 @@ use proptest::sample::Index;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
+use tinyagent::event::Event;
 use tinyagent::store::{Store, StoreOptions};
-use tinyagent::wal::reader::scan;
+use tinyagent_store::wal::reader::scan;
 
 // ---------- the oracle (docs/format.md, "Reading: every way a line can be bad")
 
@@ -291,7 +292,7 @@ fn check(bytes: &[u8], dir: &Path, open_too: bool) -> Result<(), TestCaseError> 
     std::fs::write(&path, bytes).unwrap();
     let (good, verdict) = oracle(bytes);
     let mut visited = Vec::new();
-    let report = scan(&path, None, |_, pos| visited.push((pos.offset, pos.len)))
+    let report = scan::<Event>(&path, None, |_, pos| visited.push((pos.offset, pos.len)))
         .map_err(|e| TestCaseError::fail(format!("scan failed: {e}")))?;
     // Never accept a line whose crc is wrong.
     for (off, len) in &visited {

@@ -7,8 +7,8 @@ mod wal_support;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use tinyagent::store::{Store, StoreError, StoreOptions, load};
-use tinyagent::wal::fs::FaultPlan;
+use tinyagent::store::{Store, StoreError, StoreOptions, TestSeams, load};
+use tinyagent_store::wal::fs::FaultPlan;
 use wal_support::*;
 
 const CHILD_WAL: &str = "TINYAGENT_TEST_CHILD_WAL";
@@ -38,9 +38,11 @@ fn child_main(path: &Path) -> i32 {
     println!();
     let opts = StoreOptions {
         snapshot_every: env_u64(CHILD_SNAP, 0),
-        faults: FaultPlan::from_env().unwrap(),
         snapshot_hook: None,
-        keep_history: false,
+        seams: TestSeams {
+            faults: FaultPlan::from_env().unwrap(),
+            ..TestSeams::default()
+        },
     };
     let opened = if path.exists() {
         Store::open(path, opts).map(|(s, _)| s)

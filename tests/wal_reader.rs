@@ -5,11 +5,12 @@ mod wal_support;
 
 use proptest::prelude::*;
 use std::path::Path;
+use tinyagent::event::Event;
 use tinyagent::store::{Store, StoreError};
-use tinyagent::wal::reader::{Corruption, TornTail, scan};
+use tinyagent_store::wal::reader::{Corruption, TornTail, scan};
 use wal_support::*;
 
-fn scan_bytes(dir: &Path, name: &str, bytes: &[u8]) -> tinyagent::wal::reader::ScanReport {
+fn scan_bytes(dir: &Path, name: &str, bytes: &[u8]) -> tinyagent_store::wal::reader::ScanReport {
     let p = dir.join(name);
     std::fs::write(&p, bytes).unwrap();
     scan_all(&p).0
@@ -247,7 +248,7 @@ fn an_empty_log_scans_clean_and_open_refuses_it() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("e.wal");
     std::fs::write(&p, b"").unwrap();
-    let r = scan(&p, None, |_, _| {}).unwrap();
+    let r = scan::<Event>(&p, None, |_, _| {}).unwrap();
     assert!(r.is_clean() && r.records == 0 && r.last.is_none());
     let e = Store::open(&p, no_snapshots()).err().unwrap();
     assert!(matches!(e, StoreError::Empty { .. }), "{e}");

@@ -3,10 +3,10 @@
 
 mod wal_support;
 
-use tinyagent::store::{Store, StoreError, StoreOptions};
-use tinyagent::wal::WalError;
-use tinyagent::wal::fs::FaultPlan;
-use tinyagent::wal::writer::{LockedLog, WalWriter};
+use tinyagent::store::{Store, StoreError, StoreOptions, TestSeams};
+use tinyagent_store::wal::WalError;
+use tinyagent_store::wal::fs::FaultPlan;
+use tinyagent_store::wal::writer::{LockedLog, WalWriter};
 use wal_support::*;
 
 #[test]
@@ -77,7 +77,10 @@ fn appends_are_contract_framed_and_continue_the_chain_after_reopen() {
 
 fn faulty(spec: &str) -> StoreOptions {
     StoreOptions {
-        faults: Some(FaultPlan::parse(spec).unwrap()),
+        seams: TestSeams {
+            faults: Some(FaultPlan::parse(spec).unwrap()),
+            ..TestSeams::default()
+        },
         ..no_snapshots()
     }
 }

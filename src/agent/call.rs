@@ -128,7 +128,7 @@ impl Agent {
             (self.config.plan_file.as_ref(), self.state().plan.as_ref())
         {
             let text = plan::to_markdown(current);
-            if let Err(e) = crate::fsutil::atomic_write(path, text.as_bytes()) {
+            if let Err(e) = tinyagent_store::fsutil::atomic_write(path, text.as_bytes()) {
                 self.out.warn(&format!(
                     "could not write plan file {}: {e}",
                     path.display()

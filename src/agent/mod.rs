@@ -80,7 +80,6 @@ pub struct Agent {
     env: Box<dyn ExecEnv>,
     processes: ProcessTable,
     out: Output,
-    crash: Option<CrashPoint>,
     timing: Timing,
     /// Estimate at which the last compaction attempt failed.
     compaction_backoff: Option<u64>,
@@ -91,40 +90,10 @@ pub struct Agent {
 #[derive(Debug, Clone, Default)]
 struct Timing {
     started: Option<std::time::Instant>,
-    io_at_start: crate::wal::writer::IoStats,
+    io_at_start: tinyagent_store::wal::writer::IoStats,
     model: std::time::Duration,
     tools: std::time::Duration,
     steps: u64,
-}
-
-/// A test seam for crash tests of the real binary: with
-/// `TINYAGENT_CRASH_AFTER=<record type>:<n>` the process kills itself with
-/// SIGKILL right after the n-th record of that type it appended is durable,
-/// exactly as `kill -9` at that moment would.
-#[derive(Debug, Clone)]
-struct CrashPoint {
-    kind: String,
-    remaining: u64,
-}
-
-impl CrashPoint {
-    fn from_env() -> Option<CrashPoint> {
-        let spec = std::env::var("TINYAGENT_CRASH_AFTER").ok()?;
-        let (kind, n) = spec.rsplit_once(':')?;
-        Some(CrashPoint {
-            kind: kind.to_string(),
-            remaining: n.parse().ok()?,
-        })
-    }
-
-    /// Counts `event`; true when this is the one to crash after.
-    fn hit(&mut self, event: &Event) -> bool {
-        if event.kind() != self.kind || self.remaining == 0 {
-            return false;
-        }
-        self.remaining -= 1;
-        self.remaining == 0
-    }
 }
 
 /// USD for a call's usage at per-million-token prices.
@@ -146,7 +115,6 @@ impl Agent {
             )));
         }
         Ok(Agent {
-            crash: CrashPoint::from_env(),
             timing: Timing::default(),
             compaction_backoff: None,
             config: parts.config,
@@ -195,9 +163,6 @@ impl Agent {
     /// Appends a record (durable once this returns), then reports it.
     fn append(&mut self, event: Event) -> Result<u64, AgentError> {
         let seq = self.store.append(event.clone())?;
-        if self.crash.as_mut().is_some_and(|c| c.hit(&event)) {
-            let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
-        }
         self.out.record(seq, &event);
         for saved in self.store.take_snapshot_notices() {
             self.out.event(

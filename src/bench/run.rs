@@ -10,8 +10,8 @@ use crate::event::{
     Compaction, Event, Limits, Message, ModelResponse, RunStarted, SCHEMA_VERSION, StepSaved,
     ToolCall, ToolResult, ToolStarted, Usage,
 };
-use crate::wal::frame;
 use serde::Serialize;
+use tinyagent_store::wal::frame;
 
 /// Timestamp written into benchmark records (its length is what matters).
 pub const TS: &str = "2026-01-01T00:00:00.000000Z";

@@ -12,12 +12,12 @@
 //!   without any fsync (fast, and not durable).
 
 use super::run::SyntheticRun;
-use crate::wal::WalError;
-use crate::wal::reader;
-use crate::wal::writer::{LockedLog, WalWriter};
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use tinyagent_store::wal::WalError;
+use tinyagent_store::wal::reader;
+use tinyagent_store::wal::writer::{LockedLog, WalWriter};
 
 /// Why a benchmark could not run.
 #[derive(Debug, thiserror::Error)]
@@ -104,7 +104,7 @@ fn sync_dir(dir: &Path) -> Result<(), BenchError> {
 
 /// Opens the writer on a log already holding records (found by the reader).
 fn open_writer(path: &Path) -> Result<WalWriter, BenchError> {
-    let scan = reader::scan(path, None, |_, _| {})?;
+    let scan = reader::scan::<crate::event::Event>(path, None, |_, _| {})?;
     let last = scan
         .last
         .ok_or_else(|| BenchError::EmptyLog(path.to_path_buf()))?;

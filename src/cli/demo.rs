@@ -61,7 +61,7 @@ fn exe() -> Result<PathBuf, CliError> {
 /// True once the log holds a `tool.started` for `call_id`.
 fn call_started(wal: &Path, call_id: &str) -> bool {
     let mut found = false;
-    let _ = crate::wal::reader::scan(wal, None, |frame, _| {
+    let _ = tinyagent_store::wal::reader::scan(wal, None, |frame, _| {
         if let Event::ToolStarted(t) = &frame.event {
             found |= t.call_id == call_id;
         }

@@ -2,7 +2,7 @@
 //! torn tail.
 //!
 //! All three read the file only through the storage reader
-//! ([`crate::store::load`] and [`crate::wal::reader::scan`]), the same code the
+//! ([`crate::store::load`] and [`tinyagent_store::wal::reader::scan`]), the same code the
 //! agent resumes with, so what they report is what a resume would see.
 //!
 //! # Exit codes and where the words go
@@ -37,14 +37,14 @@
 
 mod human;
 
-use crate::event::{Limits, PlanItem, RunStatus};
+use crate::event::{Event, Limits, PlanItem, RunStatus};
 use crate::session::{PendingCall, State, Status};
-use crate::snapshot;
 use crate::store::{self, Store, StoreOptions};
-use crate::wal::reader::{self, ScanReport};
 use serde::Serialize;
 use std::io::Write;
 use std::path::Path;
+use tinyagent_store::snapshot;
+use tinyagent_store::wal::reader::{self, ScanReport};
 
 /// Where a torn tail starts and how long it is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -343,7 +343,7 @@ pub fn inspect(path: &Path, json: bool, out: &mut dyn Write) -> anyhow::Result<i
 
 /// Scans the whole log; the error says why it is not a readable log.
 fn scan_log(path: &Path) -> Result<reader::ScanReport, String> {
-    let scan = reader::scan(path, None, |_, _| {})
+    let scan = reader::scan::<Event>(path, None, |_, _| {})
         .map_err(|e| format!("unreadable: {}: {e}", path.display()))?;
     match not_a_log(path, &scan) {
         Some(e) => Err(e.to_string()),

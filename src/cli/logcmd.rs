@@ -7,7 +7,7 @@ use crate::store;
 use std::path::Path;
 
 fn export(wal: &Path, output: Option<&Path>) -> Result<i32, CliError> {
-    let loaded = store::load(wal).map_err(|e| CliError::new(e.exit_code(), e.to_string()))?;
+    let loaded = store::load(wal)?;
     if let Some(c) = &loaded.scan.corruption {
         return Err(CliError::new(
             2,
@@ -28,7 +28,7 @@ fn export(wal: &Path, output: Option<&Path>) -> Result<i32, CliError> {
             if path == wal {
                 return Err(CliError::new(2, "the output must not be the log itself"));
             }
-            crate::fsutil::atomic_write(path, format!("{text}\n").as_bytes())
+            tinyagent_store::fsutil::atomic_write(path, format!("{text}\n").as_bytes())
                 .map_err(|e| CliError::new(1, format!("cannot write {}: {e}", path.display())))?;
             eprintln!("wrote {}", path.display());
         }

@@ -12,6 +12,7 @@ pub mod run;
 
 use crate::agent::AgentError;
 use crate::event::RunStatus;
+use crate::store::StoreError;
 use args::{Cli, Command};
 
 /// A command's failure: its exit code and the one line that says why.
@@ -39,6 +40,14 @@ impl From<AgentError> for CliError {
 impl From<crate::config::ConfigError> for CliError {
     fn from(e: crate::config::ConfigError) -> CliError {
         CliError::new(2, e.to_string())
+    }
+}
+
+/// A storage error keeps its own exit code (2 refused, 1 run-time failure)
+/// and message.
+impl From<StoreError> for CliError {
+    fn from(e: StoreError) -> CliError {
+        CliError::new(e.exit_code(), e.to_string())
     }
 }
 

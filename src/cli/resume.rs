@@ -3,7 +3,7 @@
 
 use super::CliError;
 use super::args::ResumeArgs;
-use super::run::{exec_env, faults_from_env, process_dir, provider_for, store_options};
+use super::run::{exec_env, process_dir, provider_for, store_options, test_seams};
 use crate::agent::output::Output;
 use crate::agent::resume::StopInfo;
 use crate::agent::{Agent, AgentParts};
@@ -34,7 +34,7 @@ fn is_trajectory(path: &Path) -> bool {
         return false;
     }
     let line = first.strip_suffix(b"\n").unwrap_or(&first);
-    first.first() == Some(&b'{') && crate::wal::frame::check_crc(line).is_err()
+    first.first() == Some(&b'{') && tinyagent_store::wal::frame::check_crc(line).is_err()
 }
 
 /// Imports a trajectory JSON into `<path>.wal` (refused if that exists).
@@ -65,8 +65,7 @@ pub fn import_trajectory(json: &Path, wal: &Path) -> Result<Option<String>, CliE
             r.tools = tools.names();
         }
     }
-    let mut store = Store::create(wal, StoreOptions::default())
-        .map_err(|e| CliError::new(e.exit_code(), e.to_string()))?;
+    let mut store = Store::create(wal, StoreOptions::default())?;
     let written = imported
         .events
         .into_iter()
@@ -75,7 +74,7 @@ pub fn import_trajectory(json: &Path, wal: &Path) -> Result<Option<String>, CliE
     if let Err(e) = written {
         // Nothing depends on a half-imported log: remove it so a retry works.
         let _ = std::fs::remove_file(wal);
-        return Err(CliError::new(e.exit_code(), e.to_string()));
+        return Err(e.into());
     }
     Ok(imported.background)
 }
@@ -88,7 +87,8 @@ fn run_started(wal: &Path) -> Option<RunStarted> {
     std::io::BufReader::new(std::fs::File::open(wal).ok()?)
         .read_until(b'\n', &mut first)
         .ok()?;
-    let frame = crate::wal::frame::decode(first.strip_suffix(b"\n")?).ok()?;
+    let frame: tinyagent_store::wal::frame::Frame<crate::event::Event> =
+        tinyagent_store::wal::frame::decode(first.strip_suffix(b"\n")?).ok()?;
     match frame.event {
         crate::event::Event::RunStarted(r) => Some(r),
         _ => None,
@@ -210,9 +210,8 @@ pub async fn resume(args: &ResumeArgs) -> Result<i32, CliError> {
         Some(r) => store_options(&config_for(&r, args)?),
         None => StoreOptions::default(),
     };
-    options.faults = faults_from_env()?;
-    let (store, report) =
-        Store::open(&wal, options).map_err(|e| CliError::new(e.exit_code(), e.to_string()))?;
+    options.seams = test_seams()?;
+    let (store, report) = Store::open(&wal, options)?;
     let run = store.state().run.clone().ok_or_else(|| {
         refuse(format!(
             "{}: the log has no run.started record",

@@ -10,7 +10,7 @@ use crate::config::{
 };
 use crate::event::{Event, Limits, RunStarted, SCHEMA_VERSION};
 use crate::model::{Provider, ProviderConfig};
-use crate::store::{Store, StoreOptions};
+use crate::store::{Store, StoreOptions, TestSeams};
 use crate::tools::{ExecEnv, HideVars, ProcessTable, ToolSet, ToolSetOptions};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -238,10 +238,12 @@ pub fn store_options(config: &RunConfig) -> StoreOptions {
     }
 }
 
-/// The test seam's fault plan (`TINYAGENT_FAULTS`, see `wal::fs`) for the
-/// log this process writes; a plan that does not parse is refused.
-pub fn faults_from_env() -> Result<Option<crate::wal::fs::FaultPlan>, CliError> {
-    crate::wal::fs::FaultPlan::from_env().map_err(|e| refuse(e.to_string()))
+/// The test-only seams (`TINYAGENT_FAULTS`, `TINYAGENT_CRASH_AFTER`,
+/// `TINYAGENT_CRASH_IN_SNAPSHOT`; see docs/reliability.md) for the log this
+/// process writes, read once before it is opened; a fault plan that does not
+/// parse is refused. The only place the application reads them.
+pub fn test_seams() -> Result<TestSeams, CliError> {
+    TestSeams::from_env().map_err(|e| refuse(e.to_string()))
 }
 
 /// `tinyagent run`.
@@ -251,13 +253,10 @@ pub async fn run(args: &RunArgs) -> Result<i32, CliError> {
     let env = exec_env(&plan.config)?;
     // Store::create makes the log's directory (durably) when it is missing.
     let mut options = store_options(&plan.config);
-    options.faults = faults_from_env()?;
-    let mut store = Store::create(&plan.wal, options)
-        .map_err(|e| CliError::new(e.exit_code(), e.to_string()))?;
+    options.seams = test_seams()?;
+    let mut store = Store::create(&plan.wal, options)?;
     let started = Event::RunStarted(plan.started.clone());
-    let seq = store
-        .append(started.clone())
-        .map_err(|e| CliError::new(e.exit_code(), e.to_string()))?;
+    let seq = store.append(started.clone())?;
     eprintln!("log: {}", plan.wal.display());
     let processes = ProcessTable::new(process_dir(&plan.wal));
     let mut agent = Agent::new(AgentParts {

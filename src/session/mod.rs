@@ -19,7 +19,7 @@ mod tests;
 
 pub use fold::PLAN_BLOCK_HEADER;
 
-use crate::event::{Limits, Message, PlanItem, RunStarted, RunStatus, Usage};
+use crate::event::{Event, Limits, Message, PlanItem, RunStarted, RunStatus, Usage};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -172,6 +172,18 @@ impl State {
             keep_history: false,
             ..State::default()
         }
+    }
+}
+
+/// The store folds records with [`State::apply`]. A writer starts without
+/// the full history (see [`State::messages`]); readers keep it.
+impl tinyagent_store::Fold<Event> for State {
+    fn apply(&mut self, record: &Event) {
+        State::apply(self, record);
+    }
+
+    fn empty_for_writing() -> State {
+        State::without_history()
     }
 }
 

@@ -75,7 +75,9 @@ pub fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
 
 pub fn frames(wal: &std::path::Path) -> Vec<(u64, Event)> {
     let mut out = Vec::new();
-    let _ = tinyagent::wal::reader::scan(wal, None, |f, _| out.push((f.seq, f.event.clone())));
+    let _ = tinyagent_store::wal::reader::scan::<Event>(wal, None, |f, _| {
+        out.push((f.seq, f.event.clone()))
+    });
     out
 }
 

@@ -5,9 +5,9 @@
 use std::path::{Path, PathBuf};
 use tinyagent::event::{Event, ToolResult, ToolStarted};
 use tinyagent::store::StoreOptions;
-use tinyagent::wal::frame::Frame;
-use tinyagent::wal::reader::{RecordPos, ScanReport, scan};
-use tinyagent::wal::writer::WalWriter;
+use tinyagent_store::wal::frame::Frame;
+use tinyagent_store::wal::reader::{RecordPos, ScanReport, scan};
+use tinyagent_store::wal::writer::WalWriter;
 
 /// Event number `i`: alternately a small `tool.started` and a `tool.result`
 /// whose content grows with `i` (with quotes, newlines and non-ASCII text).
@@ -49,9 +49,9 @@ pub fn write_log(path: &Path, n: u64) -> Vec<RecordPos> {
 }
 
 /// Scans a whole log, collecting the frames.
-pub fn scan_all(path: &Path) -> (ScanReport, Vec<Frame>) {
+pub fn scan_all(path: &Path) -> (ScanReport, Vec<Frame<Event>>) {
     let mut frames = Vec::new();
-    let r = scan(path, None, |f, _| frames.push(f.clone())).unwrap();
+    let r = scan::<Event>(path, None, |f, _| frames.push(f.clone())).unwrap();
     (r, frames)
 }
 

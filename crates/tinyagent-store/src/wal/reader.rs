@@ -23,6 +23,7 @@
 
 use super::WalError;
 use super::frame::{Frame, check_crc, decode};
+use crate::Record;
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io::{BufRead, BufReader, ErrorKind, Seek, SeekFrom};
@@ -103,10 +104,13 @@ fn open(path: &Path) -> Result<File, WalError> {
 /// With `from`, the scan first checks that exactly that record is at
 /// `from.offset` (else [`WalError::Anchor`]) and then reads only what follows
 /// it. Torn tails and corruption are reported, not returned as errors.
-pub fn scan(
+///
+/// # Errors
+/// When the file cannot be opened or read, or the anchor is not there.
+pub fn scan<R: Record>(
     path: &Path,
     from: Option<&RecordPos>,
-    mut visit: impl FnMut(&Frame, &RecordPos),
+    mut visit: impl FnMut(&Frame<R>, &RecordPos),
 ) -> Result<ScanReport, WalError> {
     let file = open(path)?;
     let meta_len = file
@@ -117,7 +121,7 @@ pub fn scan(
     let read_err = |e| WalError::io(format!("could not read {}", path.display()), e);
     let mut line = Vec::with_capacity(4096);
     if let Some(anchor) = from {
-        check_anchor(&mut r, path, anchor, &mut line)?;
+        check_anchor::<R>(&mut r, path, anchor, &mut line)?;
     }
     let mut report = ScanReport {
         records: 0,
@@ -164,12 +168,12 @@ pub fn scan(
         } else {
             "incomplete line (no newline at end of file)".to_string()
         };
-        return finish_bad(&mut r, &line, start, expect_seq, bad, report).map_err(read_err);
+        return finish_bad(&mut r, &line, start, expect_seq, &bad, report).map_err(read_err);
     }
 }
 
 /// Why a crc-valid record does not follow the previous one, if it does not.
-fn chain_error(frame: &Frame, last: Option<&RecordPos>) -> Option<String> {
+fn chain_error<R>(frame: &Frame<R>, last: Option<&RecordPos>) -> Option<String> {
     let (want_seq, want_prev) = last.map_or((1, 0), |p| (p.seq + 1, p.crc));
     if frame.seq != want_seq {
         let what = if frame.seq < want_seq {
@@ -210,7 +214,7 @@ fn finish_bad(
     bad_line: &[u8],
     start: u64,
     expect_seq: u64,
-    bad: String,
+    bad: &str,
     mut report: ScanReport,
 ) -> std::io::Result<ScanReport> {
     let corrupt = |at: u64, report: &mut ScanReport| {
@@ -250,7 +254,7 @@ fn finish_bad(
     }
 }
 
-fn check_anchor(
+fn check_anchor<R: Record>(
     r: &mut BufReader<File>,
     path: &Path,
     anchor: &RecordPos,
@@ -275,7 +279,7 @@ fn check_anchor(
             anchor.len
         )));
     }
-    let frame = decode(&line[..n - 1]).map_err(|e| fail(e.to_string()))?;
+    let frame: Frame<R> = decode(&line[..n - 1]).map_err(|e| fail(e.to_string()))?;
     if frame.seq != anchor.seq || frame.crc != anchor.crc {
         return Err(fail(format!(
             "found seq {} crc {:08x}, expected crc {:08x}",

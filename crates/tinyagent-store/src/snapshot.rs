@@ -1,10 +1,10 @@
-//! Atomic state snapshots and the background compactor that writes them.
+//! Atomic state snapshots and the background thread that writes them.
 //!
 //! `<wal>.snapshot` is one header line of JSON, then the body:
 //!
 //! ```text
 //! {"format":"tinyagent-snapshot","version":1,"seq":1000,"offset":123456,"record_offset":123300,"crc":"1c291ca3","body_len":98765,"body_crc":"9f0e1d2c"}\n
-//! <body_len bytes: serde_json of session::State>
+//! <body_len bytes: serde_json of the state (the Fold)>
 //! ```
 //!
 //! `seq`, `crc`, `record_offset` and `offset` name the last record the state
@@ -16,27 +16,26 @@
 //! `.snapshot` at every instant; a crash leaves at worst a stray temp file,
 //! which [`clean_stray`] deletes when the log is next opened for writing.
 //!
-//! The [`Compactor`] is a thread with its own mirror [`State`]: the store
-//! sends it every appended event after it is durable (a move, no clone, no
+//! The [`SnapshotWriter`] is a thread with its own mirror of the state (a
+//! [`Fold`]): the store sends it every appended record after it is durable (a move, no clone, no
 //! serialisation on the append path) and it writes a snapshot every
 //! `snapshot_every` records. The channel is unbounded, so a slow snapshot
 //! never delays an append.
 
-use crate::event::Event;
-use crate::session::State;
+use crate::fsutil::{Step, parent_dir, replace_atomically, sibling, sync_parent_dir};
+use crate::seams::crash_now;
 use crate::wal::reader::RecordPos;
-use crate::wal::{parent_dir, sibling, sync_parent_dir};
+use crate::{Fold, Record};
 use serde::{Deserialize, Serialize};
-use std::io::{ErrorKind, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::thread::JoinHandle;
 
-pub const SNAPSHOT_FORMAT: &str = "tinyagent-snapshot";
-pub const SNAPSHOT_VERSION: u32 = 1;
+const SNAPSHOT_FORMAT: &str = "tinyagent-snapshot";
+const SNAPSHOT_VERSION: u32 = 1;
 const TMP_MARK: &str = ".snapshot.tmp-";
 
 /// A snapshot that was written (or loaded).
@@ -65,7 +64,7 @@ pub struct SnapshotHeader {
 
 impl SnapshotHeader {
     /// The covered record, if the header is self-consistent.
-    pub fn covered(&self) -> Result<RecordPos, SnapshotError> {
+    fn covered(&self) -> Result<RecordPos, SnapshotError> {
         let damaged = |why: &str| Err(SnapshotError::Damaged(why.to_string()));
         if self.format != SNAPSHOT_FORMAT || self.version != SNAPSHOT_VERSION {
             return damaged("unknown snapshot format or version");
@@ -128,6 +127,9 @@ fn temp_path(wal: &Path, suffix: &str) -> PathBuf {
 
 /// Deletes temp files a crashed snapshot write left beside `wal`; returns
 /// their paths. Call only while holding the log's lock.
+///
+/// # Errors
+/// When the directory cannot be read or a file cannot be removed.
 pub fn clean_stray(wal: &Path) -> std::io::Result<Vec<PathBuf>> {
     let Some(name) = wal.file_name().and_then(|n| n.to_str()) else {
         return Ok(Vec::new());
@@ -152,11 +154,13 @@ pub fn clean_stray(wal: &Path) -> std::io::Result<Vec<PathBuf>> {
 }
 
 /// Writes a snapshot of `state`, which covers the log up to and including
-/// `covered`, atomically (see the module docs).
-pub fn write(
+/// `covered`, atomically (see the module docs), calling `before_swap` once
+/// the temp file is written and synced (the crash seam).
+fn write<S: Serialize>(
     wal: &Path,
-    state: &State,
+    state: &S,
     covered: &RecordPos,
+    before_swap: impl FnOnce(),
 ) -> Result<SnapshotSaved, SnapshotError> {
     let body = serde_json::to_vec(state)?;
     let header = SnapshotHeader {
@@ -174,60 +178,37 @@ pub fn write(
     bytes.extend_from_slice(&body);
     drop(body);
     let tmp = temp_path(wal, "");
-    let result = write_and_swap(wal, &tmp, &bytes);
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result.map(|path| SnapshotSaved {
-        seq: covered.seq,
-        path,
-    })
-}
-
-fn write_and_swap(wal: &Path, tmp: &Path, bytes: &[u8]) -> Result<PathBuf, SnapshotError> {
-    let ctx = |what: &str, p: &Path| format!("could not {what} {}", p.display());
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(tmp)
-        .map_err(io_err(ctx("create", tmp)))?;
-    f.write_all(bytes).map_err(io_err(ctx("write", tmp)))?;
-    f.sync_all().map_err(io_err(ctx("fsync", tmp)))?;
-    drop(f);
-    crash_seam();
     let snap = snapshot_path(wal);
-    if snap.exists() {
-        // Keep the current one as .bak without ever leaving no .snapshot.
-        let bak_tmp = temp_path(wal, ".bak");
-        std::fs::hard_link(&snap, &bak_tmp).map_err(io_err(ctx("link", &snap)))?;
-        let bak = backup_path(wal);
-        if let Err(e) = std::fs::rename(&bak_tmp, &bak) {
-            let _ = std::fs::remove_file(&bak_tmp);
-            return Err(io_err(ctx("rename to", &bak))(e));
+    let ctx = |what: &str, p: &Path| format!("could not {what} {}", p.display());
+    let keep_backup = || {
+        before_swap();
+        if snap.exists() {
+            // Keep the current one as .bak without ever leaving no .snapshot.
+            let bak_tmp = temp_path(wal, ".bak");
+            std::fs::hard_link(&snap, &bak_tmp).map_err(io_err(ctx("link", &snap)))?;
+            let bak = backup_path(wal);
+            if let Err(e) = std::fs::rename(&bak_tmp, &bak) {
+                let _ = std::fs::remove_file(&bak_tmp);
+                return Err(io_err(ctx("rename to", &bak))(e));
+            }
         }
-    }
-    std::fs::rename(tmp, &snap).map_err(io_err(ctx("rename to", &snap)))?;
-    sync_parent_dir(wal).map_err(io_err(ctx("fsync the directory of", wal)))?;
-    Ok(snap)
-}
-
-/// Test seam for crash tests of the real binary: with
-/// `TINYAGENT_CRASH_IN_SNAPSHOT=<n>` the process kills itself with SIGKILL
-/// in the middle of its n-th snapshot write (temp file written and synced,
-/// not yet renamed), exactly as `kill -9` at that moment would.
-fn crash_seam() {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static WRITES: AtomicU64 = AtomicU64::new(0);
-    let Some(n) = std::env::var("TINYAGENT_CRASH_IN_SNAPSHOT")
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok())
-    else {
-        return;
+        Ok(())
     };
-    if WRITES.fetch_add(1, Ordering::SeqCst) + 1 == n {
-        let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
-    }
+    let fail = |step: Step, e: std::io::Error| {
+        let context = match step {
+            Step::Create => ctx("create", &tmp),
+            Step::Write => ctx("write", &tmp),
+            Step::Sync => ctx("fsync", &tmp),
+            Step::Rename => ctx("rename to", &snap),
+            Step::SyncDir => ctx("fsync the directory of", wal),
+        };
+        io_err(context)(e)
+    };
+    replace_atomically(&snap, &tmp, &bytes, keep_backup, fail)?;
+    Ok(SnapshotSaved {
+        seq: covered.seq,
+        path: snap,
+    })
 }
 
 fn read_checked(path: &Path) -> Result<(SnapshotHeader, Vec<u8>), SnapshotError> {
@@ -265,54 +246,69 @@ fn read_checked(path: &Path) -> Result<(SnapshotHeader, Vec<u8>), SnapshotError>
 }
 
 /// Reads and checks a snapshot file: the covered record and the state.
-pub fn read(path: &Path) -> Result<(RecordPos, State), SnapshotError> {
+///
+/// # Errors
+/// [`SnapshotError::Missing`], an I/O error, or why it is damaged.
+pub fn read<S: serde::de::DeserializeOwned>(path: &Path) -> Result<(RecordPos, S), SnapshotError> {
     let (header, body) = read_checked(path)?;
-    let state: State = serde_json::from_slice(&body)
+    let state: S = serde_json::from_slice(&body)
         .map_err(|e| SnapshotError::Damaged(format!("bad body: {e}")))?;
     Ok((header.covered()?, state))
 }
 
 /// Reads and checks a snapshot file (header and body crc) without decoding
 /// the state: what inspect needs.
+///
+/// # Errors
+/// As [`read`].
 pub fn read_header(path: &Path) -> Result<RecordPos, SnapshotError> {
     read_checked(path)?.0.covered()
 }
 
-/// Called on the compactor thread with the seq about to be snapshotted, just
-/// before each snapshot is written (tests use it to make snapshots slow).
+/// Called on the snapshot writer thread with the seq about to be
+/// snapshotted, just before each snapshot is written (tests use it to make
+/// snapshots slow).
 pub type SnapshotHook = Arc<dyn Fn(u64) + Send + Sync>;
 
-enum Msg {
-    Record(RecordPos, Box<Event>),
+enum Msg<R> {
+    Record(RecordPos, Box<R>),
     Stop { final_snapshot: bool },
 }
 
-/// What the compactor reports: a snapshot written, or why one failed.
+/// What the snapshot writer reports: a snapshot written, or why one failed.
 pub type Notice = Result<SnapshotSaved, String>;
 
+/// How the snapshot writer thread runs.
+pub(crate) struct WriterConfig {
+    /// Records between snapshots (0: only on stop).
+    pub every: u64,
+    pub hook: Option<SnapshotHook>,
+    /// The crash seam: SIGKILL inside this (1-based) snapshot write.
+    pub crash_in: Option<u64>,
+}
+
 /// The background snapshot writer (see the module docs).
-pub struct Compactor {
-    tx: Sender<Msg>,
+pub struct SnapshotWriter<R> {
+    tx: Sender<Msg<R>>,
     notices: Receiver<Notice>,
     handle: Option<JoinHandle<()>>,
 }
 
-impl Compactor {
+impl<R: Record> SnapshotWriter<R> {
     /// Starts the thread with the state as of `last` (the last durable
-    /// record). `every` = records between snapshots (0: only on stop).
-    pub fn spawn(
+    /// record).
+    pub(crate) fn spawn<S: Fold<R>>(
         wal: PathBuf,
-        state: State,
+        state: S,
         last: Option<RecordPos>,
-        every: u64,
-        hook: Option<SnapshotHook>,
-    ) -> std::io::Result<Compactor> {
+        config: WriterConfig,
+    ) -> std::io::Result<SnapshotWriter<R>> {
         let (tx, rx) = channel();
         let (ntx, notices) = channel();
         let handle = std::thread::Builder::new()
-            .name("tinyagent-compactor".to_string())
-            .spawn(move || run(wal, state, last, every, hook, rx, ntx))?;
-        Ok(Compactor {
+            .name("tinyagent-snapshot".to_string())
+            .spawn(move || run(&wal, state, last, &config, &rx, &ntx))?;
+        Ok(SnapshotWriter {
             tx,
             notices,
             handle: Some(handle),
@@ -320,7 +316,7 @@ impl Compactor {
     }
 
     /// Hands over one durable record. Never blocks.
-    pub fn record(&self, pos: RecordPos, event: Event) {
+    pub fn record(&self, pos: RecordPos, event: R) {
         // A send fails only when the thread is gone; snapshots then stop, appends go on.
         let _ = self.tx.send(Msg::Record(pos, Box::new(event)));
     }
@@ -332,7 +328,10 @@ impl Compactor {
 
     /// Stops the thread after it has applied everything sent so far (with a
     /// final snapshot when asked and anything is uncovered); returns the
-    /// notices not yet taken. `Err` when the thread panicked.
+    /// notices not yet taken.
+    ///
+    /// # Errors
+    /// When the thread panicked.
     pub fn stop(mut self, final_snapshot: bool) -> Result<Vec<Notice>, String> {
         let _ = self.tx.send(Msg::Stop { final_snapshot });
         if let Some(h) = self.handle.take()
@@ -344,7 +343,7 @@ impl Compactor {
     }
 }
 
-impl Drop for Compactor {
+impl<R> Drop for SnapshotWriter<R> {
     /// A store dropped without `close` (e.g. when the process is about to
     /// exit) still lets a snapshot being written finish, so no temp file is
     /// left behind; it writes no final snapshot.
@@ -358,21 +357,28 @@ impl Drop for Compactor {
     }
 }
 
-fn run(
-    wal: PathBuf,
-    mut state: State,
+fn run<R, S: Fold<R>>(
+    wal: &Path,
+    mut state: S,
     mut last: Option<RecordPos>,
-    every: u64,
-    hook: Option<SnapshotHook>,
-    rx: Receiver<Msg>,
-    ntx: Sender<Notice>,
+    config: &WriterConfig,
+    rx: &Receiver<Msg<R>>,
+    ntx: &Sender<Notice>,
 ) {
     let mut since = 0u64;
-    let snap = |state: &State, pos: &RecordPos| {
-        if let Some(h) = &hook {
+    let mut written = 0u64;
+    let mut snap = |state: &S, pos: &RecordPos| {
+        if let Some(h) = &config.hook {
             h(pos.seq);
         }
-        let _ = ntx.send(write(&wal, state, pos).map_err(|e| e.to_string()));
+        // Counted once the temp file is written and synced, as the seam says.
+        let seam = || {
+            written += 1;
+            if config.crash_in == Some(written) {
+                crash_now();
+            }
+        };
+        let _ = ntx.send(write(wal, state, pos, seam).map_err(|e| e.to_string()));
     };
     while let Ok(msg) = rx.recv() {
         match msg {
@@ -380,7 +386,7 @@ fn run(
                 state.apply(&event);
                 last = Some(pos);
                 since += 1;
-                if every > 0 && since >= every {
+                if config.every > 0 && since >= config.every {
                     snap(&state, &pos);
                     since = 0;
                 }
@@ -392,5 +398,115 @@ fn run(
                 return;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testkit::{Rec, Sum};
+
+    fn pos(seq: u64) -> RecordPos {
+        RecordPos {
+            seq,
+            crc: 0x1234_abcd,
+            offset: 10 * seq,
+            len: 10,
+        }
+    }
+
+    #[test]
+    fn write_then_read_round_trips_and_keeps_the_previous_as_bak() {
+        let dir = tempfile::tempdir().unwrap();
+        let wal = dir.path().join("a.wal");
+        let one = Sum {
+            total: 1,
+            records: 1,
+        };
+        let two = Sum {
+            total: 3,
+            records: 2,
+        };
+        write(&wal, &one, &pos(1), || {}).unwrap();
+        let saved = write(&wal, &two, &pos(2), || {}).unwrap();
+        assert_eq!(
+            saved,
+            SnapshotSaved {
+                seq: 2,
+                path: snapshot_path(&wal)
+            }
+        );
+        assert_eq!(read::<Sum>(&snapshot_path(&wal)).unwrap(), (pos(2), two));
+        assert_eq!(read::<Sum>(&backup_path(&wal)).unwrap(), (pos(1), one));
+        assert_eq!(read_header(&snapshot_path(&wal)).unwrap(), pos(2));
+    }
+
+    #[test]
+    fn a_flipped_body_byte_or_a_short_file_is_damaged_and_a_missing_one_missing() {
+        let dir = tempfile::tempdir().unwrap();
+        let wal = dir.path().join("a.wal");
+        let snap = snapshot_path(&wal);
+        assert!(matches!(
+            read::<Sum>(&snap),
+            Err(SnapshotError::Missing { .. })
+        ));
+        write(
+            &wal,
+            &Sum {
+                total: 5,
+                records: 1,
+            },
+            &pos(1),
+            || {},
+        )
+        .unwrap();
+        let mut bytes = std::fs::read(&snap).unwrap();
+        let last = bytes.len() - 2;
+        bytes[last] ^= 0x01;
+        std::fs::write(&snap, &bytes).unwrap();
+        assert!(matches!(read::<Sum>(&snap), Err(SnapshotError::Damaged(_))));
+        std::fs::write(&snap, &bytes[..bytes.len() / 2]).unwrap();
+        assert!(matches!(read::<Sum>(&snap), Err(SnapshotError::Damaged(_))));
+    }
+
+    #[test]
+    fn stray_temp_files_of_this_log_go_and_others_stay() {
+        let dir = tempfile::tempdir().unwrap();
+        let wal = dir.path().join("a.wal");
+        let stray = sibling(&wal, ".snapshot.tmp-99-0");
+        let other = dir.path().join("b.wal.snapshot.tmp-99-0");
+        std::fs::write(&stray, b"x").unwrap();
+        std::fs::write(&other, b"x").unwrap();
+        assert_eq!(clean_stray(&wal).unwrap(), vec![stray.clone()]);
+        assert!(!stray.exists() && other.exists());
+    }
+
+    #[test]
+    fn the_writer_thread_snapshots_every_n_records_and_once_more_on_stop() {
+        let dir = tempfile::tempdir().unwrap();
+        let wal = dir.path().join("a.wal");
+        let config = WriterConfig {
+            every: 2,
+            hook: None,
+            crash_in: None,
+        };
+        let w = SnapshotWriter::spawn(wal.clone(), Sum::default(), None, config).unwrap();
+        for seq in 1..=3 {
+            w.record(pos(seq), Rec::Add { n: seq });
+        }
+        let notices = w.stop(true).unwrap();
+        let seqs: Vec<u64> = notices.into_iter().map(|n| n.unwrap().seq).collect();
+        assert_eq!(seqs, vec![2, 3]);
+        let (covered, state) = read::<Sum>(&snapshot_path(&wal)).unwrap();
+        assert_eq!(
+            (covered, state),
+            (
+                pos(3),
+                Sum {
+                    total: 6,
+                    records: 3
+                }
+            )
+        );
     }
 }

@@ -14,7 +14,7 @@
 use std::io;
 
 /// Environment variable read by [`FaultPlan::from_env`].
-pub const FAULTS_ENV: &str = "TINYAGENT_FAULTS";
+const FAULTS_ENV: &str = "TINYAGENT_FAULTS";
 
 /// What the log writer needs from its file.
 pub trait LogFile: Send {
@@ -130,12 +130,11 @@ impl FaultPlan {
         Ok(FaultPlan { faults })
     }
 
-    /// Reads [`FAULTS_ENV`]; `Ok(None)` when it is unset or empty.
+    /// Reads `TINYAGENT_FAULTS`; `Ok(None)` when it is unset or empty.
     pub fn from_env() -> Result<Option<FaultPlan>, FaultPlanError> {
         match std::env::var(FAULTS_ENV) {
             Ok(spec) if !spec.trim().is_empty() => FaultPlan::parse(&spec).map(Some),
-            Ok(_) => Ok(None),
-            Err(std::env::VarError::NotPresent) => Ok(None),
+            Ok(_) | Err(std::env::VarError::NotPresent) => Ok(None),
             Err(std::env::VarError::NotUnicode(_)) => Err(FaultPlanError {
                 spec: String::new(),
                 reason: format!("{FAULTS_ENV} is not UTF-8"),
@@ -153,7 +152,7 @@ impl FaultPlan {
 
 /// A [`LogFile`] that follows a [`FaultPlan`] and otherwise passes every call
 /// through to the file it wraps.
-pub struct FaultyFile<F: LogFile> {
+pub(crate) struct FaultyFile<F: LogFile> {
     inner: F,
     plan: FaultPlan,
     writes: u64,
@@ -161,7 +160,7 @@ pub struct FaultyFile<F: LogFile> {
 }
 
 impl<F: LogFile> FaultyFile<F> {
-    pub fn new(inner: F, plan: FaultPlan) -> Self {
+    pub(crate) fn new(inner: F, plan: FaultPlan) -> Self {
         FaultyFile {
             inner,
             plan,

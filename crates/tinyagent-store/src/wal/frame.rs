@@ -9,12 +9,14 @@
 //! `crc` is the CRC-32 (IEEE) of every byte of the line before `,"crc":"`,
 //! that is of `line[..len - 18]` where `line` excludes the newline. `crc` is
 //! always the last member, so a reader can check a line before parsing it.
+//!
+//! The `type`/`data` pair is whatever the [`Record`] serialises to.
 
-use crate::event::Event;
+use crate::Record;
 use serde::Deserialize;
 
 /// Length of the `,"crc":"hhhhhhhh"}` suffix.
-pub const CRC_SUFFIX_LEN: usize = 18;
+const CRC_SUFFIX_LEN: usize = 18;
 const CRC_PREFIX: &[u8] = b",\"crc\":\"";
 
 /// Why a line is not a valid record (before any chain check).
@@ -28,27 +30,29 @@ pub enum FrameError {
     BadRecord(String),
 }
 
-/// A decoded, crc-checked record.
+/// A decoded, crc-checked line.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Frame {
+pub struct Frame<R> {
     pub seq: u64,
     pub prev: u32,
     pub ts: String,
-    pub event: Event,
+    /// The line's `type`/`data` pair, decoded.
+    pub event: R,
     pub crc: u32,
 }
 
 #[derive(Deserialize)]
-struct RawFrame {
+#[serde(bound = "R: Record")]
+struct RawFrame<R> {
     seq: u64,
     prev: String,
     ts: String,
     #[serde(flatten)]
-    event: Event,
+    event: R,
 }
 
 /// Formats a crc the way the log does: 8 lowercase hex digits.
-pub fn crc_hex(crc: u32) -> String {
+fn crc_hex(crc: u32) -> String {
     format!("{crc:08x}")
 }
 
@@ -66,29 +70,40 @@ fn parse_hex(bytes: &[u8]) -> Option<u32> {
 /// Appends one framed record (with its trailing newline) to `out` and returns
 /// its crc. `event` is serialised once; the `type`/`data` pair it yields is
 /// spliced behind `seq`, `prev` and `ts`.
-pub fn encode(
+///
+/// # Errors
+/// When the record does not serialise, or not to `{"type":"<kind>",...}`
+/// (see [`Record`]); nothing is appended to `out` then.
+pub fn encode<R: Record>(
     seq: u64,
     prev: u32,
     ts: &str,
-    event: &Event,
+    event: &R,
     out: &mut Vec<u8>,
 ) -> Result<u32, serde_json::Error> {
     let start = out.len();
     let body = serde_json::to_vec(event)?;
     // body = {"type":"<kind>","data":{...}}
     let kind = event.kind();
-    let type_prefix_len = r#"{"type":""#.len() + kind.len() + 2; // `{"type":"kind",`
-    debug_assert!(body.starts_with(br#"{"type":""#));
+    let mut type_prefix = Vec::with_capacity(kind.len() + 11);
+    type_prefix.extend_from_slice(br#"{"type":"#);
+    serde_json::to_writer(&mut type_prefix, kind)?;
+    type_prefix.push(b',');
+    if !body.starts_with(&type_prefix) || !body.ends_with(b"}") {
+        return Err(<serde_json::Error as serde::ser::Error>::custom(format!(
+            "a {kind:?} record does not serialise as {{\"type\":{kind:?},\"data\":...}}"
+        )));
+    }
     out.extend_from_slice(b"{\"seq\":");
     out.extend_from_slice(seq.to_string().as_bytes());
     out.extend_from_slice(b",\"prev\":\"");
     out.extend_from_slice(crc_hex(prev).as_bytes());
-    out.extend_from_slice(b"\",\"type\":\"");
-    out.extend_from_slice(kind.as_bytes());
-    out.extend_from_slice(b"\",\"ts\":");
+    out.extend_from_slice(b"\",\"type\":");
+    out.extend_from_slice(&type_prefix[br#"{"type":"#.len()..type_prefix.len() - 1]);
+    out.extend_from_slice(b",\"ts\":");
     serde_json::to_writer(&mut *out, ts)?;
     out.push(b',');
-    out.extend_from_slice(&body[type_prefix_len..body.len() - 1]); // "data":{...}
+    out.extend_from_slice(&body[type_prefix.len()..body.len() - 1]); // "data":{...}
     let crc = crc32fast::hash(&out[start..]);
     out.extend_from_slice(CRC_PREFIX);
     out.extend_from_slice(crc_hex(crc).as_bytes());
@@ -98,6 +113,9 @@ pub fn encode(
 
 /// Checks the crc of one line (without its newline) and returns the crc it
 /// carries. Cheap: no JSON parsing.
+///
+/// # Errors
+/// [`FrameError::NoCrc`] or [`FrameError::CrcMismatch`].
 pub fn check_crc(line: &[u8]) -> Result<u32, FrameError> {
     if line.len() < CRC_SUFFIX_LEN + 2 {
         return Err(FrameError::NoCrc);
@@ -117,9 +135,12 @@ pub fn check_crc(line: &[u8]) -> Result<u32, FrameError> {
 }
 
 /// Decodes one line (without its newline): crc first, then JSON.
-pub fn decode(line: &[u8]) -> Result<Frame, FrameError> {
+///
+/// # Errors
+/// The first check that fails.
+pub fn decode<R: Record>(line: &[u8]) -> Result<Frame<R>, FrameError> {
     let crc = check_crc(line)?;
-    let raw: RawFrame =
+    let raw: RawFrame<R> =
         serde_json::from_slice(line).map_err(|e| FrameError::BadRecord(e.to_string()))?;
     let prev = parse_hex(raw.prev.as_bytes())
         .ok_or_else(|| FrameError::BadRecord(format!("prev {:?} is not 8 hex digits", raw.prev)))?;
@@ -135,14 +156,10 @@ pub fn decode(line: &[u8]) -> Result<Frame, FrameError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::{Event, ToolStarted};
+    use crate::testkit::Rec;
 
-    fn ev() -> Event {
-        Event::ToolStarted(ToolStarted {
-            step: 1,
-            call_id: "c1".into(),
-            name: "bash".into(),
-        })
+    fn ev() -> Rec {
+        Rec::Add { n: 7 }
     }
 
     #[test]
@@ -152,7 +169,9 @@ mod tests {
         let line = std::str::from_utf8(&out).unwrap();
         assert!(line.ends_with('\n'));
         let line = &line[..line.len() - 1];
-        assert!(line.starts_with(r#"{"seq":1,"prev":"00000000","type":"tool.started","ts":"2026-11-29T00:00:00Z","data":{"#));
+        assert!(line.starts_with(
+            r#"{"seq":1,"prev":"00000000","type":"add","ts":"2026-11-29T00:00:00Z","data":{"#
+        ));
         let body = &line[..line.len() - CRC_SUFFIX_LEN];
         assert_eq!(crc32fast::hash(body.as_bytes()), crc);
         assert_eq!(
@@ -160,20 +179,44 @@ mod tests {
             format!(r#","crc":"{crc:08x}"}}"#)
         );
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
-        assert_eq!(v["data"]["call_id"], "c1");
+        assert_eq!(v["data"]["n"], 7);
     }
 
     #[test]
     fn decode_round_trips_and_rejects_a_flipped_byte() {
         let mut out = Vec::new();
-        let crc = encode(5, 0xdeadbeef, "t", &ev(), &mut out).unwrap();
+        let crc = encode(5, 0xdead_beef, "t", &ev(), &mut out).unwrap();
         let line = &out[..out.len() - 1];
-        let f = decode(line).unwrap();
-        assert_eq!((f.seq, f.prev, f.crc), (5, 0xdeadbeef, crc));
+        let f: Frame<Rec> = decode(line).unwrap();
+        assert_eq!((f.seq, f.prev, f.crc), (5, 0xdead_beef, crc));
         assert_eq!(f.event, ev());
         let mut bad = line.to_vec();
         bad[10] ^= 0x01;
-        assert!(matches!(decode(&bad), Err(FrameError::CrcMismatch { .. })));
-        assert_eq!(decode(&line[..line.len() - 1]), Err(FrameError::NoCrc));
+        assert!(matches!(
+            decode::<Rec>(&bad),
+            Err(FrameError::CrcMismatch { .. })
+        ));
+        assert_eq!(
+            decode::<Rec>(&line[..line.len() - 1]),
+            Err(FrameError::NoCrc)
+        );
+    }
+
+    /// A record whose serialisation is not the `type`/`data` pair.
+    #[derive(serde::Serialize, serde::Deserialize)]
+    struct Flat {
+        n: u64,
+    }
+    impl Record for Flat {
+        fn kind(&self) -> &'static str {
+            "flat"
+        }
+    }
+
+    #[test]
+    fn a_record_of_the_wrong_shape_is_refused_and_nothing_is_appended() {
+        let mut out = b"keep".to_vec();
+        assert!(encode(1, 0, "t", &Flat { n: 1 }, &mut out).is_err());
+        assert_eq!(out, b"keep");
     }
 }

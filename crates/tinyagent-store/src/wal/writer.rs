@@ -8,19 +8,20 @@
 //! so a retry that "succeeds" proves nothing) and every later append returns
 //! [`WalError::Poisoned`] with the first error's message.
 //!
-//! The file is created with `O_CREAT|O_EXCL`, mode 0600, and its directory is
-//! fsync'd so the new name survives a crash. An exclusive lock
+//! The file is created with `O_CREAT|O_EXCL`, mode 0600
+//! ([`crate::fsutil::create_private`]), and its directory is fsync'd so the
+//! new name survives a crash. An exclusive lock
 //! ([`std::fs::File::try_lock`], `flock(2)` on Linux) is held for as long as
 //! the writer lives; a second writer gets [`WalError::Locked`] at once.
 
+use super::WalError;
 use super::frame::encode;
 use super::fs::{FaultPlan, FaultyFile, LogFile};
 use super::reader::RecordPos;
-use super::{WalError, sync_parent_dir};
-use crate::event::Event;
+use crate::Record;
+use crate::fsutil::{create_private, sync_parent_dir};
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::ErrorKind;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// Where a record landed.
@@ -46,8 +47,14 @@ impl From<Appended> for RecordPos {
 }
 
 /// The current time as the log writes it: RFC 3339 UTC with milliseconds.
-pub fn now_ts() -> String {
+#[must_use]
+fn now_ts() -> String {
     humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
+}
+
+/// A duration in nanoseconds, saturating (585 years fit).
+fn nanos(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 fn try_lock(file: &File, path: &Path) -> Result<(), WalError> {
@@ -89,10 +96,6 @@ impl LockedLog {
             file,
             path: path.to_path_buf(),
         })
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 
     /// Cuts the file to `len` bytes and makes the new size durable.
@@ -146,19 +149,16 @@ impl WalWriter {
 
     /// [`WalWriter::create`] with faults injected into the file's writes and
     /// syncs (tests, `TINYAGENT_FAULTS`).
-    pub fn create_with(path: &Path, faults: Option<FaultPlan>) -> Result<WalWriter, WalError> {
-        let file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(path)
-            .map_err(|e| match e.kind() {
-                ErrorKind::AlreadyExists => WalError::Exists {
-                    path: path.to_path_buf(),
-                },
-                _ => WalError::io(format!("could not create {}", path.display()), e),
-            })?;
+    pub(crate) fn create_with(
+        path: &Path,
+        faults: Option<FaultPlan>,
+    ) -> Result<WalWriter, WalError> {
+        let file = create_private(path, true).map_err(|e| match e.kind() {
+            ErrorKind::AlreadyExists => WalError::Exists {
+                path: path.to_path_buf(),
+            },
+            _ => WalError::io(format!("could not create {}", path.display()), e),
+        })?;
         try_lock(&file, path)?;
         sync_parent_dir(path).map_err(|e| {
             WalError::io(
@@ -207,32 +207,21 @@ impl WalWriter {
         self.next_seq
     }
 
-    /// Bytes in the log (end of the last saved record).
-    pub fn len(&self) -> u64 {
-        self.offset
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.offset == 0
-    }
-
-    /// The first failure's message once the writer is poisoned.
-    pub fn poisoned(&self) -> Option<&str> {
-        self.poisoned.as_deref()
-    }
-
-    /// Appends one record stamped with the current time and makes it durable.
-    pub fn append(&mut self, event: &Event) -> Result<Appended, WalError> {
-        self.append_at(event, &now_ts())
-    }
-
-    /// Appends one record with the given `ts` (import keeps original times).
-    pub fn append_at(&mut self, event: &Event, ts: &str) -> Result<Appended, WalError> {
+    /// Appends one record stamped with the current time (`ts`, see
+    /// [`now_ts`]) and makes it durable. Every record is stamped when it is
+    /// appended, imported ones too: a trajectory file has no per-record
+    /// times to keep.
+    ///
+    /// # Errors
+    /// [`WalError::Poisoned`] after an earlier failure; the write or sync
+    /// error that poisons the writer; [`WalError::Encode`] when the record
+    /// does not serialise (that does not poison it: nothing was written).
+    pub fn append<R: Record>(&mut self, event: &R) -> Result<Appended, WalError> {
         if let Some(msg) = &self.poisoned {
             return Err(WalError::Poisoned(msg.clone()));
         }
         self.buf.clear();
-        let crc = encode(self.next_seq, self.prev, ts, event, &mut self.buf)?;
+        let crc = encode(self.next_seq, self.prev, &now_ts(), event, &mut self.buf)?;
         let expected = self.buf.len();
         let t0 = std::time::Instant::now();
         let written = self.file.write(&self.buf);
@@ -243,7 +232,7 @@ impl WalWriter {
                     path: self.path.clone(),
                     source,
                 });
-                self.io.sync_nanos += t1.elapsed().as_nanos() as u64;
+                self.io.sync_nanos += nanos(t1.elapsed());
                 synced
             }
             Ok(written) => Err(WalError::ShortWrite {
@@ -266,7 +255,7 @@ impl WalWriter {
             offset: self.offset,
             len: expected as u64,
         };
-        self.io.write_nanos += (t1 - t0).as_nanos() as u64;
+        self.io.write_nanos += nanos(t1 - t0);
         self.io.appends += 1;
         self.io.bytes += done.len;
         self.next_seq += 1;

@@ -1,0 +1,537 @@
+//! The one door to the disk: a log, its state and its snapshots together.
+//!
+//! - [`Store::create`] makes a new log (refusing an existing file).
+//! - [`Store::open`] takes the lock, deletes stray snapshot temp files, loads
+//!   the newest valid snapshot (`.snapshot`, else `.snapshot.bak`, else a full
+//!   replay, each fallback with a warning), checks that the record it covers
+//!   is really in the log at that offset with that seq and crc, replays the
+//!   records after it through [`Fold::apply`], and cuts a torn tail (keeping
+//!   the cut bytes in `<wal>.torn-<offset>`). Corruption in the part read is
+//!   an error and the file is left unchanged.
+//! - [`Store::append`] makes a record durable, then applies it to the state,
+//!   then hands it to the background [`SnapshotWriter`].
+//! - [`load`] is the read-only view for inspect and export: no lock, no cut.
+
+use crate::fsutil::{create_dir_all_durable, create_private, parent_dir, sibling, sync_parent_dir};
+use crate::seams::{CrashCounter, TestSeams, crash_now};
+use crate::snapshot::{
+    self, SnapshotError, SnapshotHook, SnapshotSaved, SnapshotWriter, WriterConfig,
+};
+use crate::wal::WalError;
+use crate::wal::reader::{RecordPos, ScanReport, TornTail, scan};
+use crate::wal::writer::{IoStats, LockedLog, WalWriter};
+use crate::{Fold, Record};
+use std::io::{Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+/// Default records between background snapshots.
+pub const DEFAULT_SNAPSHOT_EVERY: u64 = 1000;
+
+/// How a store runs.
+#[derive(Clone)]
+pub struct StoreOptions {
+    /// Records between background snapshots; 0 turns snapshots off.
+    pub snapshot_every: u64,
+    /// Called on the snapshot writer thread before each snapshot (tests).
+    pub snapshot_hook: Option<SnapshotHook>,
+    /// Test-only faults and crash points (see [`crate::seams`]).
+    pub seams: TestSeams,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            snapshot_every: DEFAULT_SNAPSHOT_EVERY,
+            snapshot_hook: None,
+            seams: TestSeams::default(),
+        }
+    }
+}
+
+impl std::fmt::Debug for StoreOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreOptions")
+            .field("snapshot_every", &self.snapshot_every)
+            .field("snapshot_hook", &self.snapshot_hook.is_some())
+            .field("seams", &self.seams)
+            .finish()
+    }
+}
+
+/// Storage errors. [`StoreError::exit_code`] maps them to the CLI's codes.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{}: the log is in use by another process", path.display())]
+    Locked { path: PathBuf },
+    #[error("{}: already exists; refusing to overwrite it", path.display())]
+    Exists { path: PathBuf },
+    #[error("{}: no such log", path.display())]
+    NotFound { path: PathBuf },
+    #[error("{}: corrupt log at seq {seq}, byte offset {offset}: {reason}", path.display())]
+    Corrupt {
+        path: PathBuf,
+        seq: u64,
+        offset: u64,
+        reason: String,
+    },
+    #[error("{}: the log holds no complete record", path.display())]
+    Empty { path: PathBuf },
+    #[error("{}: not a log: {reason}", path.display())]
+    BadLog { path: PathBuf, reason: String },
+    #[error("the log writer stopped after an earlier failure: {0}")]
+    Poisoned(String),
+    /// A failed write, short write, failed sync or unreadable file.
+    #[error(transparent)]
+    Wal(WalError),
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        source: std::io::Error,
+    },
+    /// The snapshot writer thread panicked.
+    #[error("snapshot compactor failed: {0}")]
+    SnapshotWriter(String),
+}
+
+impl StoreError {
+    /// 2 for refused input (locked, exists, missing, corrupt, empty, not a
+    /// log), 1 for failures at run time (I/O, failed write or sync, poisoned).
+    #[must_use]
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            StoreError::Locked { .. }
+            | StoreError::Exists { .. }
+            | StoreError::NotFound { .. }
+            | StoreError::Corrupt { .. }
+            | StoreError::Empty { .. }
+            | StoreError::BadLog { .. } => 2,
+            StoreError::Poisoned(_)
+            | StoreError::Wal(_)
+            | StoreError::Io { .. }
+            | StoreError::SnapshotWriter(_) => 1,
+        }
+    }
+}
+
+impl From<WalError> for StoreError {
+    fn from(e: WalError) -> StoreError {
+        match e {
+            WalError::Locked { path } => StoreError::Locked { path },
+            WalError::Exists { path } => StoreError::Exists { path },
+            WalError::NotFound { path } => StoreError::NotFound { path },
+            WalError::Poisoned(msg) => StoreError::Poisoned(msg),
+            other => StoreError::Wal(other),
+        }
+    }
+}
+
+fn io_err(context: String) -> impl FnOnce(std::io::Error) -> StoreError {
+    move |source| StoreError::Io { context, source }
+}
+
+/// What [`Store::open`] did.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct OpenReport {
+    /// The torn tail that was cut and the file its bytes were saved to.
+    pub torn_tail: Option<(TornTail, PathBuf)>,
+    /// The snapshot the state was loaded from (None: full replay).
+    pub snapshot: Option<SnapshotSaved>,
+    /// Records replayed after the snapshot (all of them without one).
+    pub replayed: u64,
+    pub warnings: Vec<String>,
+}
+
+/// An open log: the writer, the state it folds to and the snapshot writer.
+pub struct Store<R: Record, S: Fold<R>> {
+    writer: WalWriter,
+    state: S,
+    snapshots: Option<SnapshotWriter<R>>,
+    crash_after: Option<CrashCounter>,
+    warnings: Vec<String>,
+}
+
+/// What [`load`] read.
+#[derive(Debug, Clone)]
+pub struct Loaded<S> {
+    pub state: S,
+    /// The scan (after the snapshot's record when one was used).
+    pub scan: ScanReport,
+    /// A valid snapshot of this log (used or merely present).
+    pub snapshot: Option<SnapshotSaved>,
+    pub warnings: Vec<String>,
+}
+
+fn check_regular(path: &Path) -> Result<(), StoreError> {
+    match std::fs::metadata(path) {
+        Ok(m) if !m.is_file() => Err(StoreError::BadLog {
+            path: path.to_path_buf(),
+            reason: "not a regular file".to_string(),
+        }),
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(StoreError::NotFound {
+            path: path.to_path_buf(),
+        }),
+        Err(e) => Err(io_err(format!("could not stat {}", path.display()))(e)),
+    }
+}
+
+/// A state and scan built from the newest usable snapshot plus the records
+/// after it, or `None` when no snapshot is usable (warnings say why).
+fn from_snapshot<R: Record, S: Fold<R>>(
+    path: &Path,
+    warnings: &mut Vec<String>,
+) -> Result<Option<(S, ScanReport, SnapshotSaved)>, StoreError> {
+    let snap = snapshot::snapshot_path(path);
+    let bak = snapshot::backup_path(path);
+    for cand in [&snap, &bak] {
+        let fallback = if cand == &snap {
+            "falling back to the .bak snapshot"
+        } else {
+            "falling back to a full replay"
+        };
+        let (pos, mut state) = match snapshot::read::<S>(cand) {
+            Ok(x) => x,
+            Err(SnapshotError::Missing { .. }) => {
+                if cand == &snap && bak.exists() {
+                    warnings.push(format!("{} is missing; {fallback}", cand.display()));
+                }
+                continue;
+            }
+            Err(e) => {
+                warnings.push(format!("{}: {e}; {fallback}", cand.display()));
+                continue;
+            }
+        };
+        match scan::<R>(path, Some(&pos), |f, _| state.apply(&f.event)) {
+            Ok(report) => {
+                let saved = SnapshotSaved {
+                    seq: pos.seq,
+                    path: cand.clone(),
+                };
+                return Ok(Some((state, report, saved)));
+            }
+            Err(e @ WalError::Anchor { .. }) => {
+                warnings.push(format!(
+                    "{} is stale or belongs to another log ({e}); {fallback}",
+                    cand.display()
+                ));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(None)
+}
+
+fn full_replay<R: Record, S: Fold<R>>(path: &Path) -> Result<(S, ScanReport), StoreError> {
+    let mut state = S::empty_for_writing();
+    let report = scan::<R>(path, None, |f, _| state.apply(&f.event))?;
+    Ok((state, report))
+}
+
+/// Copies `[tail.offset, EOF)` of `path` into a new `<wal>.torn-<offset>`
+/// file and makes it durable.
+fn save_torn(path: &Path, tail: &TornTail) -> Result<PathBuf, StoreError> {
+    let mut src =
+        std::fs::File::open(path).map_err(io_err(format!("could not open {}", path.display())))?;
+    src.seek(SeekFrom::Start(tail.offset))
+        .map_err(io_err(format!("could not read {}", path.display())))?;
+    let base = sibling(path, &format!(".torn-{}", tail.offset));
+    let mut n = 0u32;
+    let (mut dst, dst_path) = loop {
+        let p = if n == 0 {
+            base.clone()
+        } else {
+            sibling(&base, &format!(".{n}"))
+        };
+        match create_private(&p, false) {
+            Ok(f) => break (f, p),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < 1000 => n += 1,
+            Err(e) => return Err(io_err(format!("could not create {}", p.display()))(e)),
+        }
+    };
+    let ctx = format!("could not save the torn tail to {}", dst_path.display());
+    std::io::copy(&mut src, &mut dst).map_err(io_err(ctx.clone()))?;
+    dst.sync_all().map_err(io_err(ctx.clone()))?;
+    sync_parent_dir(&dst_path).map_err(io_err(ctx))?;
+    Ok(dst_path)
+}
+
+fn spawn_snapshots<R: Record, S: Fold<R>>(
+    path: &Path,
+    state: &S,
+    last: Option<RecordPos>,
+    opts: &StoreOptions,
+) -> Result<Option<SnapshotWriter<R>>, StoreError> {
+    if opts.snapshot_every == 0 {
+        return Ok(None);
+    }
+    let config = WriterConfig {
+        every: opts.snapshot_every,
+        hook: opts.snapshot_hook.clone(),
+        crash_in: opts.seams.crash_in_snapshot,
+    };
+    SnapshotWriter::spawn(path.to_path_buf(), state.clone(), last, config)
+        .map(Some)
+        .map_err(io_err("could not start the snapshot compactor".to_string()))
+}
+
+impl<R: Record, S: Fold<R>> Store<R, S> {
+    /// Creates a new, empty log at `path` (its directory is created when
+    /// missing); refuses an existing file.
+    ///
+    /// # Errors
+    /// [`StoreError::Exists`], [`StoreError::Locked`], or an I/O failure.
+    pub fn create(path: &Path, mut opts: StoreOptions) -> Result<Self, StoreError> {
+        let dir = parent_dir(path);
+        create_dir_all_durable(dir)
+            .map_err(io_err(format!("could not create {}", dir.display())))?;
+        let writer = WalWriter::create_with(path, opts.seams.faults.take())?;
+        // Under the lock now: leftovers of an older log of the same name go.
+        let mut warnings = Vec::new();
+        for old in [snapshot::snapshot_path(path), snapshot::backup_path(path)] {
+            if std::fs::remove_file(&old).is_ok() {
+                warnings.push(format!("removed {} (left by an older log)", old.display()));
+            }
+        }
+        if let Err(e) = snapshot::clean_stray(path) {
+            warnings.push(format!("could not remove stray snapshot files: {e}"));
+        }
+        let state = S::empty_for_writing();
+        let snapshots = spawn_snapshots(path, &state, None, &opts)?;
+        Ok(Store {
+            writer,
+            state,
+            snapshots,
+            crash_after: CrashCounter::new(opts.seams.crash_after.as_ref()),
+            warnings,
+        })
+    }
+
+    /// Opens an existing log for appending (see the module docs).
+    ///
+    /// # Errors
+    /// Refusals ([`StoreError::exit_code`] 2: missing, locked, not a log,
+    /// corrupt, empty) and I/O failures.
+    pub fn open(path: &Path, opts: StoreOptions) -> Result<(Self, OpenReport), StoreError> {
+        check_regular(path)?;
+        let mut locked = LockedLog::open(path)?;
+        let mut report = OpenReport::default();
+        match snapshot::clean_stray(path) {
+            Ok(removed) => report.warnings.extend(
+                removed
+                    .iter()
+                    .map(|p| format!("removed stray snapshot temp file {}", p.display())),
+            ),
+            Err(e) => report
+                .warnings
+                .push(format!("could not remove stray snapshot files: {e}")),
+        }
+        let (state, scanned) = match from_snapshot::<R, S>(path, &mut report.warnings)? {
+            Some((state, scanned, saved)) => {
+                report.snapshot = Some(saved);
+                (state, scanned)
+            }
+            None => full_replay::<R, S>(path)?,
+        };
+        if let Some(c) = scanned.corruption {
+            return Err(StoreError::Corrupt {
+                path: path.to_path_buf(),
+                seq: c.seq,
+                offset: c.offset,
+                reason: c.reason,
+            });
+        }
+        if scanned.last.is_none() {
+            return Err(StoreError::Empty {
+                path: path.to_path_buf(),
+            });
+        }
+        if let Some(tail) = scanned.torn_tail {
+            let saved = save_torn(path, &tail)?;
+            locked.truncate(tail.offset)?;
+            report.torn_tail = Some((tail, saved));
+        }
+        report.replayed = scanned.records;
+        let snapshots = spawn_snapshots(path, &state, scanned.last, &opts)?;
+        let crash_after = CrashCounter::new(opts.seams.crash_after.as_ref());
+        let writer = locked.into_writer(
+            scanned.last.as_ref(),
+            scanned.valid_bytes,
+            opts.seams.faults,
+        );
+        let store = Store {
+            writer,
+            state,
+            snapshots,
+            crash_after,
+            warnings: Vec::new(),
+        };
+        Ok((store, report))
+    }
+
+    /// Makes `event` durable (written and fdatasync'd), then applies it to
+    /// the state; returns its seq. After any failure every later append is
+    /// refused with [`StoreError::Poisoned`].
+    ///
+    /// # Errors
+    /// The write or sync failure, or [`StoreError::Poisoned`].
+    pub fn append(&mut self, event: R) -> Result<u64, StoreError> {
+        let done = self.writer.append(&event)?;
+        if self
+            .crash_after
+            .as_mut()
+            .is_some_and(|c| c.hit(event.kind()))
+        {
+            crash_now();
+        }
+        self.state.apply(&event);
+        if let Some(w) = &self.snapshots {
+            w.record(done.into(), event);
+        }
+        Ok(done.seq)
+    }
+
+    pub fn state(&self) -> &S {
+        &self.state
+    }
+
+    pub fn path(&self) -> &Path {
+        self.writer.path()
+    }
+
+    /// The seq the next record gets.
+    pub fn next_seq(&self) -> u64 {
+        self.writer.next_seq()
+    }
+
+    /// Snapshots written since the last call, without waiting. Failed
+    /// snapshots become warnings ([`Store::take_warnings`]).
+    pub fn take_snapshot_notices(&mut self) -> Vec<SnapshotSaved> {
+        let notices = self.snapshots.as_ref().map(SnapshotWriter::try_notices);
+        self.sort_notices(notices.unwrap_or_default())
+    }
+
+    /// Warnings since the last call (failed background snapshots, ...).
+    pub fn take_warnings(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.warnings)
+    }
+
+    fn sort_notices(&mut self, notices: Vec<snapshot::Notice>) -> Vec<SnapshotSaved> {
+        let mut saved = Vec::new();
+        for n in notices {
+            match n {
+                Ok(s) => saved.push(s),
+                Err(e) => self.warnings.push(format!("snapshot failed: {e}")),
+            }
+        }
+        saved
+    }
+
+    /// What the log writer did so far (appends, bytes, time in write and
+    /// fdatasync).
+    pub fn io_stats(&self) -> IoStats {
+        self.writer.stats()
+    }
+
+    /// Stops the snapshot writer (it writes a final snapshot when records
+    /// are uncovered) and releases the lock.
+    ///
+    /// # Errors
+    /// [`StoreError::SnapshotWriter`] when its thread panicked.
+    pub fn close(self) -> Result<(), StoreError> {
+        self.close_reporting().map(|_| ())
+    }
+
+    /// [`Store::close`], returning the snapshots written and warnings not yet
+    /// taken.
+    ///
+    /// # Errors
+    /// As [`Store::close`].
+    pub fn close_reporting(mut self) -> Result<(Vec<SnapshotSaved>, Vec<String>), StoreError> {
+        let notices = match self.snapshots.take() {
+            Some(w) => w.stop(true).map_err(StoreError::SnapshotWriter)?,
+            None => Vec::new(),
+        };
+        let saved = self.sort_notices(notices);
+        Ok((saved, std::mem::take(&mut self.warnings)))
+    }
+}
+
+/// Read-only load for inspect and export: no lock, no cut, a full replay
+/// from the start onto `S::default()`. Stops at corruption and returns what
+/// it read.
+///
+/// # Errors
+/// When the file is missing, not a regular file, or cannot be read.
+pub fn load<R: Record, S: Fold<R>>(path: &Path) -> Result<Loaded<S>, StoreError> {
+    load_with::<R, S>(path, false)
+}
+
+/// [`load`], starting from the newest usable snapshot when `use_snapshot`
+/// (then `scan` covers only the records after it).
+///
+/// # Errors
+/// As [`load`].
+pub fn load_with<R: Record, S: Fold<R>>(
+    path: &Path,
+    use_snapshot: bool,
+) -> Result<Loaded<S>, StoreError> {
+    check_regular(path)?;
+    let mut warnings = Vec::new();
+    if use_snapshot && let Some((state, scan, saved)) = from_snapshot::<R, S>(path, &mut warnings)?
+    {
+        return Ok(Loaded {
+            state,
+            scan,
+            snapshot: Some(saved),
+            warnings,
+        });
+    }
+    full_load(path, warnings, |_: &R| {})
+}
+
+/// [`load`], also showing every record read to `observe` (one pass over the
+/// file for what the fold does not keep, such as per-call hook runs).
+///
+/// # Errors
+/// As [`load`].
+pub fn load_observed<R: Record, S: Fold<R>>(
+    path: &Path,
+    observe: impl FnMut(&R),
+) -> Result<Loaded<S>, StoreError> {
+    check_regular(path)?;
+    full_load(path, Vec::new(), observe)
+}
+
+fn full_load<R: Record, S: Fold<R>>(
+    path: &Path,
+    warnings: Vec<String>,
+    mut observe: impl FnMut(&R),
+) -> Result<Loaded<S>, StoreError> {
+    // Note which snapshot (if any) matches a record of this log.
+    let cands: Vec<(PathBuf, RecordPos)> =
+        [snapshot::snapshot_path(path), snapshot::backup_path(path)]
+            .into_iter()
+            .filter_map(|p| snapshot::read_header(&p).ok().map(|pos| (p, pos)))
+            .collect();
+    let mut matched: Option<SnapshotSaved> = None;
+    let mut state = S::default();
+    let scan = scan::<R>(path, None, |f, pos| {
+        state.apply(&f.event);
+        observe(&f.event);
+        if let Some((p, _)) = cands.iter().find(|(_, c)| c == pos)
+            && matched.as_ref().is_none_or(|m| m.seq < pos.seq)
+        {
+            matched = Some(SnapshotSaved {
+                seq: pos.seq,
+                path: p.clone(),
+            });
+        }
+    })?;
+    Ok(Loaded {
+        state,
+        scan,
+        snapshot: matched,
+        warnings,
+    })
+}
