@@ -216,6 +216,11 @@ pub struct ToolStarted {
     pub step: u64,
     pub call_id: String,
     pub name: String,
+    /// The process group of a foreground command: the command is held
+    /// before it execs until this record is synced, so that a resume after a
+    /// hard kill can find and stop what is left of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process: Option<CallProcess>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -236,6 +241,9 @@ pub struct ToolResult {
     /// The hooks that ran for this call, in order (empty when none is set).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hooks: Vec<HookRun>,
+    /// The signal that stopped the call (`SIGINT`, `SIGTERM`, `SIGHUP`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<String>,
 }
 
 /// Result text for a call whose `tool.started` was durable but no result.
@@ -263,6 +271,7 @@ impl ToolResult {
             format_error: false,
             rerun: false,
             hooks: Vec::new(),
+            signal: None,
         }
     }
 
@@ -401,6 +410,40 @@ pub struct ProcessStarted {
     pub output: Option<String>,
 }
 
+impl ToolStarted {
+    /// The intent to run `call` (no process group yet).
+    pub fn new(step: u64, call: &ToolCall) -> ToolStarted {
+        ToolStarted {
+            step,
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            process: None,
+        }
+    }
+}
+
+/// A foreground command's process group, as `tool.started` records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallProcess {
+    /// The group leader's pid (the group id is the same).
+    pub pid: u32,
+    pub pgid: u32,
+    /// The leader's start time in clock ticks since boot (field 22 of
+    /// /proc/PID/stat): a recycled pid has another.
+    pub start_time: Option<u64>,
+    /// Execution environment (`local`, `sandbox`).
+    #[serde(default)]
+    pub env: String,
+}
+
+/// A process of an interrupted call that resume found still running and stopped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoppedProcess {
+    pub call_id: String,
+    pub pid: u32,
+    pub pgid: u32,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProcessExited {
     pub id: String,
@@ -430,6 +473,9 @@ pub struct Resume {
     /// A new user message given with `resume --message`, shown after the notice.
     #[serde(default)]
     pub message: Option<String>,
+    /// Processes of interrupted calls that were still running and were stopped.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stopped_processes: Vec<StoppedProcess>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -439,7 +485,23 @@ pub enum RunStatus {
     MaxSteps,
     MaxCost,
     FormatErrors,
+    /// Stopped by SIGINT, SIGTERM or SIGHUP (`reason` names it).
+    Interrupted,
     Error,
+}
+
+impl RunStatus {
+    /// The name the log and `log inspect` use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Completed => "completed",
+            RunStatus::MaxSteps => "max_steps",
+            RunStatus::MaxCost => "max_cost",
+            RunStatus::FormatErrors => "format_errors",
+            RunStatus::Interrupted => "interrupted",
+            RunStatus::Error => "error",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -521,6 +583,7 @@ mod tests {
             step: 3,
             call_id: "c1".into(),
             name: "bash".into(),
+            process: None,
         });
         let s = serde_json::to_string(&ev).unwrap();
         assert_eq!(

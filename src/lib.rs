@@ -14,7 +14,9 @@
 //!   resume notices.
 //! - [`cli`]: argument parsing, commands and human output.
 
-#![forbid(unsafe_code)]
+// One audited exception: setting the parent-death signal of a foreground
+// command's process before it execs (src/tools/group.rs).
+#![deny(unsafe_code)]
 
 pub mod agent;
 pub mod bench;
@@ -23,6 +25,7 @@ pub mod config;
 pub mod event;
 pub mod model;
 pub mod session;
+pub mod signals;
 pub mod store;
 pub mod tools;
 pub mod trajectory;

@@ -57,6 +57,7 @@ fn started(step: u64, id: &str, name: &str) -> Event {
         step,
         call_id: id.into(),
         name: name.into(),
+        process: None,
     })
 }
 
@@ -71,6 +72,7 @@ fn result(step: u64, id: &str, name: &str, content: &str) -> Event {
         format_error: false,
         rerun: false,
         hooks: Vec::new(),
+        signal: None,
     })
 }
 

@@ -83,6 +83,7 @@ fn inspect_and_verify_read_a_log_while_its_writer_holds_it() {
             step: 1,
             call_id: "c1".into(),
             name: "read".into(),
+            process: None,
         }))
         .unwrap();
     assert_eq!(json_of(&path)["pending_calls"][0]["started"], true);

@@ -4,7 +4,12 @@
 //! re-run call is hooked and recorded exactly like a live one.
 
 use super::{Agent, AgentError};
-use crate::event::{Event, HookBlocked, PlanItem, PlanUpdated, ToolCall, ToolResult, ToolStarted};
+use crate::event::{
+    CallProcess, Event, HookBlocked, PlanItem, PlanUpdated, ToolCall, ToolResult, ToolStarted,
+};
+use crate::store::Store;
+use crate::tools::group::{Launch, ProcessGroup};
+use std::cell::RefCell;
 use crate::session::plan;
 use crate::tools::{ToolContext, ToolOutcome};
 use serde_json::json;
@@ -36,22 +41,39 @@ impl Agent {
                 return Ok(());
             }
         }
+        if let Some(sig) = crate::signals::received() {
+            // Stopped while the pre hook ran: the call never starts.
+            let mut result = ToolResult::not_run(step, &call.id, &call.name);
+            result.signal = Some(crate::signals::name(sig).to_string());
+            result.hooks = hooks;
+            self.append(Event::ToolResult(result))?;
+            self.checkpoint_event(step);
+            return Ok(());
+        }
         // A re-run call's `tool.started` is already durable: the intent is
-        // the same call's, so it is not written twice.
-        if !rerun {
-            self.append(Event::ToolStarted(ToolStarted {
-                step,
-                call_id: call.id.clone(),
-                name: call.name.clone(),
-            }))?;
+        // the same call's, so it is not written twice. A foreground command
+        // writes its own, with its process group, when it is launched.
+        let launches = !rerun && self.tools.launches(call);
+        if !rerun && !launches {
+            self.append(Event::ToolStarted(ToolStarted::new(step, call)))?;
         }
         let started = std::time::Instant::now();
-        let mut outcome = self.execute(step, call);
+        let (mut outcome, launched) = self.execute(step, call, launches);
         self.timing.tools += started.elapsed();
+        if launches && !launched {
+            // The command could not be started (nothing ran): the call still
+            // gets its tool.started before its result.
+            self.append(Event::ToolStarted(ToolStarted::new(step, call)))?;
+        }
         for record in std::mem::take(&mut outcome.records) {
             self.append(record)?;
         }
-        if let Some((run, feedback)) = self.post_hook(step, call, &outcome) {
+        // A run being stopped runs no more hooks.
+        let post = match crate::signals::received() {
+            Some(_) => None,
+            None => self.post_hook(step, call, &outcome),
+        };
+        if let Some((run, feedback)) = post {
             hooks.push(run);
             if let Some(feedback) = feedback {
                 outcome.content.push_str("\n\n[post_tool hook]\n");
@@ -67,6 +89,10 @@ impl Agent {
             hooks,
         );
         result.rerun = rerun;
+        if outcome.signal.is_some() {
+            result.interrupted = true;
+            result.signal = outcome.signal.map(str::to_string);
+        }
         self.append(Event::ToolResult(result))?;
         if let Some((items, note)) = outcome.plan_update {
             self.update_plan(step, items, note)?;
@@ -87,16 +113,40 @@ impl Agent {
         );
     }
 
-    /// Runs a tool on this thread (tools are synchronous).
-    pub(super) fn execute(&self, step: u64, call: &ToolCall) -> ToolOutcome {
+    /// Runs a tool on this thread (tools are synchronous). With `launches`,
+    /// the call's `tool.started` (with the command's process group) is made
+    /// durable by the launch, before the command may act; the second value
+    /// says whether that happened.
+    pub(super) fn execute(
+        &mut self,
+        step: u64,
+        call: &ToolCall,
+        launches: bool,
+    ) -> (ToolOutcome, bool) {
+        let plan = self.store.state().plan.clone();
+        let launcher = CallLauncher {
+            store: RefCell::new(&mut self.store),
+            step,
+            call,
+            env: self.env.kind(),
+            allowed: launches,
+            recorded: RefCell::new(Vec::new()),
+        };
         let ctx = ToolContext {
             workspace: &self.config.workspace,
             step,
             env: self.env.as_ref(),
             processes: &self.processes,
-            plan: self.state().plan.as_ref(),
+            plan: plan.as_ref(),
+            launch: &launcher,
         };
-        tokio::task::block_in_place(|| self.tools.call(&ctx, call))
+        let outcome = tokio::task::block_in_place(|| self.tools.call(&ctx, call));
+        let recorded = launcher.recorded.take();
+        let launched = !recorded.is_empty();
+        for (seq, event) in recorded {
+            self.out.record(seq, &event);
+        }
+        (outcome, launched)
     }
 
     /// Appends `plan.updated` for a validated `update_plan` call and
@@ -135,5 +185,40 @@ impl Agent {
                 ));
             }
         }
+    }
+}
+
+/// Writes a foreground call's `tool.started` with its process group.
+struct CallLauncher<'a> {
+    store: RefCell<&'a mut Store>,
+    step: u64,
+    call: &'a ToolCall,
+    env: &'static str,
+    /// Whether the runner left `tool.started` to the launch.
+    allowed: bool,
+    /// What was made durable, to be reported once the tool returns.
+    recorded: RefCell<Vec<(u64, Event)>>,
+}
+
+impl Launch for CallLauncher<'_> {
+    fn record(&self, group: &ProcessGroup) -> Result<(), String> {
+        if !self.allowed || !self.recorded.borrow().is_empty() {
+            return Err("this call may not start a foreground command".into());
+        }
+        let mut started = ToolStarted::new(self.step, self.call);
+        started.process = Some(CallProcess {
+            pid: group.pid,
+            pgid: group.pid,
+            start_time: group.start_time,
+            env: self.env.to_string(),
+        });
+        let event = Event::ToolStarted(started);
+        let seq = self
+            .store
+            .borrow_mut()
+            .append(event.clone())
+            .map_err(|e| e.to_string())?;
+        self.recorded.borrow_mut().push((seq, event));
+        Ok(())
     }
 }

@@ -109,7 +109,12 @@ impl Agent {
             step: self.state().step,
         };
         let mut ignore = |_: &str| {};
-        let reply = match self.provider.complete(&request, &mut ignore).await {
+        let reply = tokio::select! {
+            r = self.provider.complete(&request, &mut ignore) => r,
+            // Abandoned: the loop sees the signal and ends the run.
+            () = crate::signals::wait() => return Ok(()),
+        };
+        let reply = match reply {
             Ok(r) => r,
             Err(e) => {
                 self.out

@@ -47,15 +47,16 @@ pub fn run_hook(
     cwd: &std::path::Path,
     timeout: Duration,
 ) -> HookOutcome {
-    let mut child = match Command::new("sh")
-        .arg("-c")
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
         .arg(command)
         .current_dir(cwd)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
+        .process_group(0);
+    crate::tools::group::die_with_agent(&mut cmd);
+    let mut child = match cmd.spawn()
     {
         Ok(c) => c,
         Err(e) => {
@@ -79,6 +80,27 @@ pub fn run_hook(
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break Some(status),
+            Ok(None) if let Some(sig) = crate::signals::received() => {
+                // The run is being stopped: the hook goes with it.
+                let seen = crate::signals::count();
+                crate::tools::group::stop(
+                    child.id(),
+                    sig,
+                    crate::signals::GRACE,
+                    |wait| {
+                        std::thread::sleep(wait);
+                        !matches!(child.try_wait(), Ok(None))
+                    },
+                    || crate::signals::count() > seen,
+                );
+                let _ = child.wait();
+                return HookOutcome::Failed {
+                    error: format!(
+                        "hook `{command}` was stopped: the run was interrupted by {}",
+                        crate::signals::name(sig)
+                    ),
+                };
+            }
             Ok(None) if Instant::now() >= deadline => {
                 kill_group(&child);
                 let _ = child.wait();

@@ -18,8 +18,9 @@ pub mod resume;
 use crate::config::RunConfig;
 use crate::event::{
     Event, HookRun, ModelResponse, ProcessExited, RunFinished, RunStatus, StepSaved, ToolCall,
-    Usage,
+    ToolResult, Usage,
 };
+use nix::sys::signal::Signal;
 use crate::model::{ModelRequest, Provider, Purpose};
 use crate::session::State;
 use crate::store::{Store, StoreError};
@@ -182,10 +183,16 @@ impl Agent {
         self.timing.io_at_start = self.store.io_stats();
         loop {
             self.record_exited_processes()?;
+            if let Some(sig) = crate::signals::received() {
+                return self.interrupted(sig);
+            }
             if let Some(status) = self.limit_reached() {
                 return self.finish(status, None);
             }
             self.maybe_compact().await?;
+            if let Some(sig) = crate::signals::received() {
+                return self.interrupted(sig);
+            }
             let step = self.state().step + 1;
             let request = ModelRequest {
                 messages: self.state().model_messages(),
@@ -198,14 +205,19 @@ impl Agent {
             let reply = {
                 let out = &mut self.out;
                 let mut on_text = |t: &str| out.text(t);
-                self.provider.complete(&request, &mut on_text).await
+                // A stopping signal abandons the request: no model.response.
+                tokio::select! {
+                    r = self.provider.complete(&request, &mut on_text) => Some(r),
+                    () = crate::signals::wait() => None,
+                }
             };
             self.timing.model += asked.elapsed();
             self.timing.steps += 1;
             self.out.done_thinking();
             let reply = match reply {
-                Ok(r) => r,
-                Err(e) => {
+                None => return self.interrupted(crate::signals::received().unwrap_or(Signal::SIGINT)),
+                Some(Ok(r)) => r,
+                Some(Err(e)) => {
                     let reason = e.to_string();
                     self.finish(RunStatus::Error, Some(reason.clone()))?;
                     return Err(AgentError::Model(reason));
@@ -227,9 +239,19 @@ impl Agent {
                 cost_usd: cost,
             }))?;
             for call in &calls {
+                if let Some(sig) = crate::signals::received() {
+                    // Stopped before this call started: it never runs.
+                    let mut result = ToolResult::not_run(step, &call.id, &call.name);
+                    result.signal = Some(crate::signals::name(sig).to_string());
+                    self.append(Event::ToolResult(result))?;
+                    continue;
+                }
                 self.run_call(step, call, false)?;
             }
             self.save_step(step)?;
+            if let Some(sig) = crate::signals::received() {
+                return self.interrupted(sig);
+            }
             if calls.is_empty() {
                 return self.finish(RunStatus::Completed, None);
             }
@@ -321,6 +343,14 @@ impl Agent {
             s.step, s.usage.input_tokens, s.usage.output_tokens, s.cost_usd
         ));
         Ok(status)
+    }
+
+    /// Ends a run a signal stopped.
+    fn interrupted(&mut self, sig: Signal) -> Result<RunStatus, AgentError> {
+        self.finish(
+            RunStatus::Interrupted,
+            Some(crate::signals::name(sig).to_string()),
+        )
     }
 
     /// Records `process.exited` for background processes that ended.

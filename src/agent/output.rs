@@ -29,6 +29,27 @@ fn preview(s: &str, max: usize) -> String {
     }
 }
 
+/// One line on stderr, best effort: a closed stderr (EPIPE, `2>&1 | head`)
+/// never takes the run down; output simply stops.
+pub fn err_line(line: &str) {
+    let mut e = std::io::stderr().lock();
+    let _ = writeln!(e, "{line}");
+}
+
+/// Text on stderr as it is, best effort.
+pub fn err_text(text: &str) {
+    let mut e = std::io::stderr().lock();
+    let _ = e.write_all(text.as_bytes());
+    let _ = e.flush();
+}
+
+/// One line on stdout, best effort (see [`err_line`]).
+pub fn out_line(line: &str) {
+    let mut o = std::io::stdout().lock();
+    let _ = writeln!(o, "{line}");
+    let _ = o.flush();
+}
+
 impl Output {
     pub fn new(json: bool) -> Output {
         Output {
@@ -63,12 +84,12 @@ impl Output {
         if self.json {
             return;
         }
-        self.suspend(|| eprintln!("{line}"));
+        self.suspend(|| err_line(line));
     }
 
     /// A warning: shown in both modes (stderr).
     pub fn warn(&self, line: &str) {
-        self.suspend(|| eprintln!("warning: {line}"));
+        self.suspend(|| err_line(&format!("warning: {line}")));
     }
 
     fn suspend(&self, f: impl FnOnce()) {
@@ -104,10 +125,10 @@ impl Output {
             sp.finish_and_clear();
         }
         if !self.streamed {
-            eprint!("step {} · ", self.step);
+            err_text(&format!("step {} · ", self.step));
         }
         self.streamed = true;
-        eprint!("{chunk}");
+        err_text(chunk);
     }
 
     pub fn done_thinking(&mut self) {
@@ -115,7 +136,7 @@ impl Output {
             sp.finish_and_clear();
         }
         if self.streamed && !self.json {
-            eprintln!();
+            err_text("\n");
         }
     }
 

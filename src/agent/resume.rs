@@ -6,7 +6,8 @@
 //! and the `--plan-file` mirror is rewritten from the log.
 
 use super::{Agent, AgentError};
-use crate::event::{Event, Limits, Resume, ToolCall, ToolResult};
+use crate::event::{Event, Limits, Resume, StoppedProcess, ToolCall, ToolResult};
+use crate::tools::group::{self, ProcessGroup};
 use crate::session::{ProcessInfo, plan};
 use serde_json::json;
 
@@ -23,6 +24,8 @@ pub struct StopInfo {
     pub limits: Option<Limits>,
     /// A new user message (`--message`).
     pub message: Option<String>,
+    /// The signal that stopped the run (`SIGINT`...), when one did.
+    pub signal: Option<String>,
 }
 
 /// Is `pid` still the process that was recorded (same start time, not a
@@ -39,6 +42,24 @@ impl Agent {
         // The mirror may be behind the log (a stop before it was written).
         self.write_plan_file();
         let pending = self.state().pending.clone();
+        // Nothing of an interrupted call may act once the model has been
+        // told about it: what is left of its process group is stopped first.
+        let mut stopped = Vec::new();
+        for call in &pending {
+            if let Some(p) = &call.process {
+                let group = ProcessGroup {
+                    pid: p.pid,
+                    start_time: p.start_time,
+                };
+                for found in group::kill_survivors(&group) {
+                    stopped.push(StoppedProcess {
+                        call_id: call.id.clone(),
+                        pid: found.pid,
+                        pgid: found.pgid,
+                    });
+                }
+            }
+        }
         let mut interrupted = Vec::new();
         let mut not_run = Vec::new();
         let mut rerun = Vec::new();
@@ -84,7 +105,7 @@ impl Agent {
             .filter(|p| p.is_tracked_running())
             .cloned()
             .collect();
-        let notice = self.notice(&stop, &interrupted, &not_run, &rerun, &lost);
+        let notice = self.notice(&stop, &interrupted, &not_run, &rerun, &lost, &stopped);
         let all = interrupted.iter().chain(&not_run).map(|c| c.id.clone());
         self.append(Event::Resume(Resume {
             interrupted: all.collect(),
@@ -92,6 +113,7 @@ impl Agent {
             notice,
             limits: stop.limits.clone(),
             message: stop.message.clone(),
+            stopped_processes: stopped,
         }))?;
         for p in &lost {
             self.out.event(
@@ -113,7 +135,7 @@ impl Agent {
         let Some(call) = self.find_call(&due.call_id) else {
             return Ok(());
         };
-        if let Some((items, note)) = self.execute(due.step, &call).plan_update {
+        if let Some((items, note)) = self.execute(due.step, &call, false).0.plan_update {
             self.update_plan(due.step, items, note)?;
         }
         Ok(())
@@ -136,9 +158,13 @@ impl Agent {
         not_run: &[ToolCall],
         rerun: &[ToolCall],
         lost: &[ProcessInfo],
+        stopped: &[StoppedProcess],
     ) -> String {
         let s = self.state();
         let mut n = String::from("[Resumed] The agent stopped");
+        if let Some(sig) = &stop.signal {
+            n.push_str(&format!(" (interrupted by {sig}: the person stopped it)"));
+        }
         if let Some(at) = &stop.stopped_at {
             n.push_str(&format!(" (its log was last written at {at})"));
         }
@@ -166,6 +192,17 @@ impl Agent {
             );
             for l in list(interrupted) {
                 n.push_str(&format!("- {l}\n"));
+            }
+        }
+        if !stopped.is_empty() {
+            n.push_str(
+                "Processes of interrupted calls that were still running were stopped now, before anything else:\n",
+            );
+            for p in stopped {
+                n.push_str(&format!(
+                    "- pid {} (process group {}) of {}\n",
+                    p.pid, p.pgid, p.call_id
+                ));
             }
         }
         if !not_run.is_empty() {

@@ -138,6 +138,7 @@ impl SyntheticRun {
                 step,
                 call_id: id.clone(),
                 name: "bash".into(),
+                process: None,
             }));
             let content = tool_output(&mut rng, output_bytes);
             events.push(Event::ToolResult(ToolResult::new(

@@ -108,6 +108,9 @@ pub struct ResumeArgs {
     pub max_steps: Option<u64>,
     #[arg(long)]
     pub max_cost: Option<f64>,
+    /// Raise the limit of consecutive malformed tool calls.
+    #[arg(long)]
+    pub max_format_errors: Option<u32>,
     /// A new user message; continues a finished run.
     #[arg(long)]
     pub message: Option<String>,

@@ -112,9 +112,9 @@ pub fn demo(args: &DemoArgs) -> Result<i32, CliError> {
     let text = serde_json::to_vec_pretty(&script()).map_err(|e| io_err("script", e))?;
     std::fs::write(&script_path, text).map_err(|e| io_err("script", e))?;
 
-    eprintln!("== tinyagent demo: offline, scripted model, real tools");
-    eprintln!("   workspace {}", workspace.display());
-    eprintln!("   log       {}\n", wal.display());
+    crate::agent::output::err_line("== tinyagent demo: offline, scripted model, real tools");
+    crate::agent::output::err_line(&format!("   workspace {}", workspace.display()));
+    crate::agent::output::err_line(&format!("   log       {}\n", wal.display()));
     let mut cmd = Command::new(exe()?);
     cmd.args(["run", "--provider", "script", "--plan", "--script"])
         .arg(&script_path)
@@ -133,10 +133,9 @@ pub fn demo(args: &DemoArgs) -> Result<i32, CliError> {
     let pid = Pid::from_raw(child.id() as i32);
     kill(pid, Signal::SIGKILL).map_err(|e| io_err("kill", e))?;
     let _ = child.wait();
-    eprintln!(
-        "\n== kill -9 sent to tinyagent (pid {pid}) while `sleep 15` was running\n== now: tinyagent resume {}\n",
+    crate::agent::output::err_line(&format!("\n== kill -9 sent to tinyagent (pid {pid}) while `sleep 15` was running\n== now: tinyagent resume {}\n",
         wal.display()
-    );
+    ));
     let mut resume = Command::new(exe()?);
     resume.arg("resume").arg(&wal).stdin(Stdio::null());
     if args.json {
@@ -146,16 +145,14 @@ pub fn demo(args: &DemoArgs) -> Result<i32, CliError> {
         .status()
         .map_err(|e| io_err("cannot start resume", e))?;
     cleanup_orphans(&wal);
-    eprintln!(
-        "\n== what the log holds (tinyagent log inspect {}):\n",
+    crate::agent::output::err_line(&format!("\n== what the log holds (tinyagent log inspect {}):\n",
         wal.display()
-    );
+    ));
     let mut stderr = std::io::stderr();
     let _ = crate::cli::inspect::inspect(&wal, false, &mut stderr);
-    eprintln!(
-        "\nThe run was killed mid-call and finished after resume: no step, cost or message lost.\nLook around: {}",
+    crate::agent::output::err_line(&format!("\nThe run was killed mid-call and finished after resume: no step, cost or message lost.\nLook around: {}",
         dir.display()
-    );
+    ));
     Ok(status.code().unwrap_or(1))
 }
 

@@ -37,7 +37,7 @@
 
 mod human;
 
-use crate::event::{Event, Limits, PlanItem, RunStatus};
+use crate::event::{Event, Limits, PlanItem};
 use crate::session::{PendingCall, State, Status};
 use crate::store::{self, Store, StoreOptions};
 use serde::Serialize;
@@ -195,11 +195,7 @@ pub struct Report {
 pub fn status_name(status: Status) -> &'static str {
     match status {
         Status::Running => "running",
-        Status::Finished(RunStatus::Completed) => "completed",
-        Status::Finished(RunStatus::MaxSteps) => "max_steps",
-        Status::Finished(RunStatus::MaxCost) => "max_cost",
-        Status::Finished(RunStatus::FormatErrors) => "format_errors",
-        Status::Finished(RunStatus::Error) => "error",
+        Status::Finished(s) => s.as_str(),
     }
 }
 

@@ -30,18 +30,18 @@ fn export(wal: &Path, output: Option<&Path>) -> Result<i32, CliError> {
             }
             tinyagent_store::fsutil::atomic_write(path, format!("{text}\n").as_bytes())
                 .map_err(|e| CliError::new(1, format!("cannot write {}: {e}", path.display())))?;
-            eprintln!("wrote {}", path.display());
+            crate::agent::output::err_line(&format!("wrote {}", path.display()));
         }
-        None => println!("{text}"),
+        None => crate::agent::output::out_line(&text),
     }
     Ok(0)
 }
 
 fn import(json: &Path, output: &Path) -> Result<i32, CliError> {
     let background = super::resume::import_trajectory(json, output)?;
-    eprintln!("imported {} into {}", json.display(), output.display());
+    crate::agent::output::err_line(&format!("imported {} into {}", json.display(), output.display()));
     if let Some(bg) = background {
-        eprintln!("background processes from the earlier run (not tracked): {bg}");
+        crate::agent::output::err_line(&format!("background processes from the earlier run (not tracked): {bg}"));
     }
     Ok(0)
 }

@@ -63,7 +63,26 @@ pub fn status_exit_code(status: RunStatus) -> i32 {
         RunStatus::Completed => 0,
         RunStatus::Error => 1,
         RunStatus::MaxSteps | RunStatus::MaxCost | RunStatus::FormatErrors => 3,
+        RunStatus::Interrupted => crate::signals::received().map_or(130, crate::signals::exit_code),
     }
+}
+
+/// One line on stderr, best effort (a closed stderr never stops a run).
+pub fn say(line: &str) {
+    crate::agent::output::err_line(line);
+}
+
+/// The exit code of a run that ended with `status`; an interrupted one says
+/// how to resume it.
+pub fn finished(status: RunStatus, wal: &std::path::Path) -> Result<i32, CliError> {
+    if status == RunStatus::Interrupted {
+        let name = crate::signals::received().map_or("a signal", crate::signals::name);
+        say(&format!(
+            "interrupted ({name}); resume with: tinyagent resume {}",
+            wal.display()
+        ));
+    }
+    Ok(status_exit_code(status))
 }
 
 /// Runs a parsed command line and returns the exit code.
@@ -79,7 +98,7 @@ pub fn main(cli: Cli) -> i32 {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("tinyagent: {}", e.message);
+            crate::agent::output::err_line(&format!("tinyagent: {}", e.message));
             e.code
         }
     }
@@ -95,15 +114,28 @@ fn catch_file_size_signal() {
     let xfsz = SignalKind::from_raw(nix::sys::signal::Signal::SIGXFSZ as i32);
     // Installing the handler is what matters; the stream is never polled.
     if let Err(e) = signal(xfsz) {
-        eprintln!("tinyagent: warning: cannot catch SIGXFSZ: {e}");
+        crate::agent::output::err_line(&format!("tinyagent: warning: cannot catch SIGXFSZ: {e}"));
     }
+}
+
+/// From here on SIGINT, SIGTERM and SIGHUP stop the run cleanly (recorded,
+/// exit 130/143/129) instead of killing the process.
+fn listen_for_stop() -> Result<(), CliError> {
+    crate::signals::install()
+        .map_err(|e| CliError::new(1, format!("cannot handle signals: {e}")))
 }
 
 async fn dispatch(cli: Cli) -> Result<i32, CliError> {
     catch_file_size_signal();
     match cli.command {
-        Command::Run(a) => run::run(&a).await,
-        Command::Resume(a) => resume::resume(&a).await,
+        Command::Run(a) => {
+            listen_for_stop()?;
+            run::run(&a).await
+        }
+        Command::Resume(a) => {
+            listen_for_stop()?;
+            resume::resume(&a).await
+        }
         Command::Log(cmd) => tokio::task::block_in_place(|| logcmd::log(cmd)),
         Command::Bench(args::BenchCommand::Save(a)) => tokio::task::block_in_place(|| {
             let (mut out, mut err) = (std::io::stdout(), std::io::stderr());

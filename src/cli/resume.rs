@@ -37,10 +37,16 @@ fn is_trajectory(path: &Path) -> bool {
     first.first() == Some(&b'{') && tinyagent_store::wal::frame::check_crc(line).is_err()
 }
 
-/// Imports a trajectory JSON into `<path>.wal` (refused if that exists).
-/// Returns the v1 free-text process summary. A half-written log is removed
-/// when the import fails, so a retry is not refused.
-pub fn import_trajectory(json: &Path, wal: &Path) -> Result<Option<String>, CliError> {
+/// A trajectory read into memory, not yet written as a log.
+pub struct Trajectory {
+    pub json: PathBuf,
+    pub wal: PathBuf,
+    pub imported: crate::trajectory::Imported,
+}
+
+/// Reads a trajectory JSON for import into `<path>.wal` (refused if that
+/// exists). Nothing is written.
+pub fn read_trajectory(json: &Path, wal: &Path) -> Result<Trajectory, CliError> {
     if wal.exists() {
         return Err(refuse(format!(
             "{} exists: refusing to overwrite it (resume that log instead)",
@@ -65,18 +71,47 @@ pub fn import_trajectory(json: &Path, wal: &Path) -> Result<Option<String>, CliE
             r.tools = tools.names();
         }
     }
-    let mut store = Store::create(wal, StoreOptions::default())?;
-    let written = imported
-        .events
-        .into_iter()
-        .try_for_each(|ev| store.append(ev).map(drop))
-        .and_then(|()| store.close());
-    if let Err(e) = written {
-        // Nothing depends on a half-imported log: remove it so a retry works.
-        let _ = std::fs::remove_file(wal);
-        return Err(e.into());
+    Ok(Trajectory {
+        json: json.to_path_buf(),
+        wal: wal.to_path_buf(),
+        imported,
+    })
+}
+
+impl Trajectory {
+    /// The run's first record.
+    fn run_started(&self) -> Option<&RunStarted> {
+        match self.imported.events.first() {
+            Some(crate::event::Event::RunStarted(r)) => Some(r),
+            _ => None,
+        }
     }
-    Ok(imported.background)
+
+    /// Writes the log. Returns the v1 free-text process summary. A
+    /// half-written log is removed when the import fails, so a retry is not
+    /// refused.
+    pub fn write(self) -> Result<Option<String>, CliError> {
+        let wal = self.wal;
+        let mut store = Store::create(&wal, StoreOptions::default())?;
+        let written = self
+            .imported
+            .events
+            .into_iter()
+            .try_for_each(|ev| store.append(ev).map(drop))
+            .and_then(|()| store.close());
+        if let Err(e) = written {
+            // Nothing depends on a half-imported log: remove it so a retry works.
+            let _ = std::fs::remove_file(&wal);
+            return Err(e.into());
+        }
+        Ok(self.imported.background)
+    }
+}
+
+/// Imports a trajectory JSON into `<path>.wal` (refused if that exists).
+/// Returns the v1 free-text process summary.
+pub fn import_trajectory(json: &Path, wal: &Path) -> Result<Option<String>, CliError> {
+    read_trajectory(json, wal)?.write()
 }
 
 /// The log's first record, read without replaying anything (it carries the
@@ -106,21 +141,46 @@ fn mtime(path: &Path) -> Option<String> {
     Some(humantime::format_rfc3339_seconds(t).to_string())
 }
 
-/// Stage 1: the log to resume (a trajectory is imported into one first),
-/// and the v1 free-text process summary of an imported trajectory.
-fn locate(args: &ResumeArgs) -> Result<(PathBuf, Option<String>), CliError> {
-    let (wal, untracked) = if is_trajectory(&args.path) {
-        let wal = wal_for_json(&args.path);
-        let bg = import_trajectory(&args.path, &wal)?;
-        eprintln!("imported {} into {}", args.path.display(), wal.display());
-        (wal, bg)
-    } else {
-        (args.path.clone(), None)
-    };
+/// What `resume` was pointed at.
+enum Source {
+    Log(PathBuf),
+    Trajectory(Trajectory),
+}
+
+/// Stage 1: what to resume (a trajectory is read, not yet imported) and its
+/// `run.started`. Nothing is written.
+fn locate(args: &ResumeArgs) -> Result<(Source, RunStarted), CliError> {
+    if is_trajectory(&args.path) {
+        let t = read_trajectory(&args.path, &wal_for_json(&args.path))?;
+        let run = t
+            .run_started()
+            .cloned()
+            .ok_or_else(|| refuse(format!("{}: no run.started", args.path.display())))?;
+        return Ok((Source::Trajectory(t), run));
+    }
+    let wal = args.path.clone();
     if !wal.exists() {
         return Err(refuse(format!("{}: no such log", wal.display())));
     }
-    Ok((wal, untracked))
+    let run = run_started(&wal).ok_or_else(|| {
+        refuse(format!(
+            "{}: the log holds no complete run.started record, so the run never started \
+             (nothing ran); remove the file and start over with `tinyagent run`",
+            wal.display()
+        ))
+    })?;
+    Ok((Source::Log(wal), run))
+}
+
+/// The flags that need no log to check.
+fn check_flags(args: &ResumeArgs) -> Result<(), CliError> {
+    if args.max_cost.is_some_and(|c| !c.is_finite() || c < 0.0) {
+        return Err(refuse("--max-cost must be a number >= 0"));
+    }
+    if args.max_format_errors == Some(0) {
+        return Err(refuse("--max-format-errors must be at least 1"));
+    }
+    Ok(())
 }
 
 /// Stage 2: the run's config as `run.started` recorded it, with the
@@ -170,21 +230,71 @@ fn tools_for(run: &RunStarted) -> Result<ToolSet, CliError> {
 }
 
 /// Stage 4: the limits given on the command line, over the log's.
-fn new_limits(current: &Limits, args: &ResumeArgs) -> Result<Option<Limits>, CliError> {
-    if args.max_steps.is_none() && args.max_cost.is_none() {
-        return Ok(None);
+fn new_limits(current: &Limits, args: &ResumeArgs) -> Option<Limits> {
+    if args.max_steps.is_none() && args.max_cost.is_none() && args.max_format_errors.is_none() {
+        return None;
     }
     let mut l = current.clone();
     if let Some(n) = args.max_steps {
         l.max_steps = Some(n);
     }
     if let Some(c) = args.max_cost {
-        if !c.is_finite() || c < 0.0 {
-            return Err(refuse("--max-cost must be a number >= 0"));
-        }
         l.max_cost_usd = Some(c);
     }
-    Ok(Some(l))
+    if let Some(n) = args.max_format_errors {
+        l.max_format_errors = n;
+    }
+    Some(l)
+}
+
+/// Stage 5: whether a finished run goes on. `Err` carries the exit code and
+/// message of one that does not (nothing is appended then).
+fn may_continue(state: &crate::session::State, args: &ResumeArgs) -> Result<(), (i32, String)> {
+    let Status::Finished(status) = state.status else {
+        return Ok(());
+    };
+    let l = &state.limits;
+    let (raised, flag, at) = match status {
+        RunStatus::Completed if args.message.is_none() => {
+            return Err((
+                0,
+                format!(
+                    "the run already finished (completed, {} steps); use --message to continue it",
+                    state.step
+                ),
+            ));
+        }
+        RunStatus::MaxSteps => (
+            args.max_steps.is_some_and(|n| n > state.step),
+            "--max-steps",
+            format!("its step limit ({} steps)", state.step),
+        ),
+        RunStatus::MaxCost => (
+            args.max_cost.is_some_and(|c| c > state.cost_usd),
+            "--max-cost",
+            format!("its cost limit (${:.4} spent)", state.cost_usd),
+        ),
+        RunStatus::FormatErrors => (
+            args.message.is_some()
+                || args
+                    .max_format_errors
+                    .is_some_and(|n| n > state.format_errors),
+            "--max-format-errors (or give --message)",
+            format!(
+                "{} malformed calls in a row (limit {})",
+                state.format_errors, l.max_format_errors
+            ),
+        ),
+        _ => return Ok(()),
+    };
+    if raised {
+        Ok(())
+    } else {
+        Err((
+            3,
+            format!("the run stopped at {at}; resume it with a higher {flag} to continue"),
+        ))
+    }
 }
 
 fn report_open(out: &Output, report: &OpenReport) {
@@ -203,14 +313,23 @@ fn report_open(out: &Output, report: &OpenReport) {
 
 /// `tinyagent resume`.
 pub async fn resume(args: &ResumeArgs) -> Result<i32, CliError> {
-    let (wal, untracked) = locate(args)?;
-    let stopped_at = mtime(&wal);
-    // The snapshot interval is needed before the store is opened.
-    let mut options = match run_started(&wal) {
-        Some(r) => store_options(&config_for(&r, args)?),
-        None => StoreOptions::default(),
-    };
+    // Every check of flags, config and tool set comes before the log is
+    // locked, a torn tail cut or a trajectory imported.
+    check_flags(args)?;
+    let (source, first) = locate(args)?;
+    let mut options = store_options(&config_for(&first, args)?);
+    tools_for(&first)?;
     options.seams = test_seams()?;
+    let (wal, untracked) = match source {
+        Source::Log(wal) => (wal, None),
+        Source::Trajectory(t) => {
+            let (json, wal) = (t.json.clone(), t.wal.clone());
+            let bg = t.write()?;
+            crate::agent::output::err_line(&format!("imported {} into {}", json.display(), wal.display()));
+            (wal, bg)
+        }
+    };
+    let stopped_at = mtime(&wal);
     let (store, report) = Store::open(&wal, options)?;
     let run = store.state().run.clone().ok_or_else(|| {
         refuse(format!(
@@ -219,21 +338,23 @@ pub async fn resume(args: &ResumeArgs) -> Result<i32, CliError> {
         ))
     })?;
     let config = config_for(&run, args)?;
+    let tools = tools_for(&run)?;
     let out = Output::new(args.json);
     report_open(&out, &report);
-    if store.state().status == Status::Finished(RunStatus::Completed) && args.message.is_none() {
-        eprintln!(
-            "{}: the run already finished (completed, {} steps); use --message to continue it",
-            wal.display(),
-            store.state().step
-        );
-        return Ok(0);
+    if let Err((code, why)) = may_continue(store.state(), args) {
+        super::say(&format!("{}: {why}", wal.display()));
+        return Ok(code);
     }
-    let tools = tools_for(&run)?;
-    let limits = new_limits(&store.state().limits, args)?;
+    let signal = match (&store.state().status, &store.state().finished_reason) {
+        (Status::Finished(RunStatus::Interrupted), reason) => {
+            Some(reason.clone().unwrap_or_else(|| "a signal".into()))
+        }
+        _ => None,
+    };
+    let limits = new_limits(&store.state().limits, args);
     let provider = provider_for(&config)?;
     let env = exec_env(&config)?;
-    eprintln!("log: {}", wal.display());
+    super::say(&format!("log: {}", wal.display()));
     let processes = ProcessTable::new(process_dir(&wal));
     processes.continue_after(store.state().processes.keys().map(String::as_str));
     let mut agent = Agent::new(AgentParts {
@@ -251,8 +372,9 @@ pub async fn resume(args: &ResumeArgs) -> Result<i32, CliError> {
         untracked_processes: untracked,
         limits,
         message: args.message.clone(),
+        signal,
     })?;
     let result = agent.run().await;
     agent.close();
-    Ok(super::status_exit_code(result?))
+    super::finished(result?, &wal)
 }

@@ -256,8 +256,22 @@ pub async fn run(args: &RunArgs) -> Result<i32, CliError> {
     options.seams = test_seams()?;
     let mut store = Store::create(&plan.wal, options)?;
     let started = Event::RunStarted(plan.started.clone());
-    let seq = store.append(started.clone())?;
-    eprintln!("log: {}", plan.wal.display());
+    let seq = match store.append(started.clone()) {
+        Ok(seq) => seq,
+        Err(e) => {
+            // Nothing was acknowledged and nothing ran: the file holds no
+            // complete record, so it goes, and the same command can be run
+            // again.
+            drop(store);
+            let _ = std::fs::remove_file(&plan.wal);
+            return Err(CliError::new(
+                e.exit_code(),
+                format!("{e} (the run did not start; the empty log was removed)"),
+            ));
+        }
+    };
+    super::say(&format!("log: {}", plan.wal.display()));
+    let plan_wal = plan.wal.clone();
     let processes = ProcessTable::new(process_dir(&plan.wal));
     let mut agent = Agent::new(AgentParts {
         config: plan.config,
@@ -272,5 +286,5 @@ pub async fn run(args: &RunArgs) -> Result<i32, CliError> {
     agent.output().record(seq, &started);
     let result = agent.run().await;
     agent.close();
-    Ok(super::status_exit_code(result?))
+    super::finished(result?, &plan_wal)
 }

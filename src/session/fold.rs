@@ -54,12 +54,16 @@ impl State {
                         name: c.name.clone(),
                         step: r.step,
                         started: false,
+                        process: None,
                     })
                     .collect();
             }
             Event::ToolStarted(t) => {
                 if let Some(call) = self.pending.iter_mut().find(|c| c.id == t.call_id) {
                     call.started = true;
+                    if t.process.is_some() {
+                        call.process.clone_from(&t.process);
+                    }
                 }
             }
             Event::ToolResult(t) => {
@@ -146,6 +150,7 @@ impl State {
                 self.resumes = self.resumes.saturating_add(1);
                 // A resumed run is running again, whatever stopped it.
                 self.status = Status::Running;
+                self.finished_reason = None;
                 for id in &r.lost_processes {
                     if let Some(p) = self.processes.get_mut(id) {
                         p.lost = true;
@@ -155,6 +160,8 @@ impl State {
                 self.remember(&notice);
                 self.view.push(notice);
                 if let Some(text) = &r.message {
+                    // The person spoke: malformed calls start counting anew.
+                    self.format_errors = 0;
                     let msg = Message::user(text);
                     self.remember(&msg);
                     self.view.push(msg);
@@ -165,6 +172,7 @@ impl State {
             }
             Event::RunFinished(f) => {
                 self.status = Status::Finished(f.status);
+                self.finished_reason.clone_from(&f.reason);
             }
         }
     }

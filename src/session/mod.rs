@@ -31,6 +31,9 @@ pub struct PendingCall {
     pub step: u64,
     /// A `tool.started` record exists for it.
     pub started: bool,
+    /// The process group a foreground command of the call ran in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process: Option<crate::event::CallProcess>,
 }
 
 /// The current plan.
@@ -125,6 +128,9 @@ pub struct State {
     pub format_errors: u32,
     pub limits: Limits,
     pub status: Status,
+    /// The `reason` of `run.finished` (the signal of an interrupted run).
+    #[serde(default)]
+    pub finished_reason: Option<String>,
     pub compactions: u64,
     pub hooks_blocked: u64,
     pub resumes: u64,
@@ -206,6 +212,7 @@ impl Default for State {
             format_errors: 0,
             limits: Limits::default(),
             status: Status::Running,
+            finished_reason: None,
             compactions: 0,
             hooks_blocked: 0,
             resumes: 0,

@@ -81,6 +81,7 @@ fn build(plan_enabled: bool, ops: &[Op]) -> Vec<Event> {
                 notice: "[Resumed] after a crash".into(),
                 limits: None,
                 message: None,
+                stopped_processes: vec![],
             }));
             recent.push(Message::user("[Resumed] after a crash"));
         }

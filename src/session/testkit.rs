@@ -57,6 +57,7 @@ pub fn started(step: u64, id: &str, name: &str) -> Event {
         step,
         call_id: id.into(),
         name: name.into(),
+        process: None,
     })
 }
 
@@ -144,6 +145,7 @@ pub fn resume(notice: &str, message: Option<&str>, limits: Option<Limits>) -> Ev
         notice: notice.into(),
         limits,
         message: message.map(str::to_string),
+        stopped_processes: vec![],
     })
 }
 

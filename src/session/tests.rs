@@ -49,13 +49,15 @@ fn a_step_with_two_calls() {
                 id: "c1".into(),
                 name: "bash".into(),
                 step: 1,
-                started: true
+                started: true,
+                process: None,
             },
             PendingCall {
                 id: "c2".into(),
                 name: "read".into(),
                 step: 1,
-                started: false
+                started: false,
+                process: None,
             },
         ]
     );

@@ -10,6 +10,7 @@
 //! the [`crate::tools::ProcessTable`] instead.
 
 use super::env::ExecEnv;
+use super::group::{self, Launch};
 use super::output::{HeadTail, OUTPUT_CAP};
 use super::{Effect, ToolContext, ToolOutcome, TypedTool};
 use nix::sys::signal::{Signal, killpg};
@@ -17,19 +18,21 @@ use nix::unistd::Pid;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::io::{self, Read};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::Stdio;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Default timeout of a foreground command.
 pub const DEFAULT_TIMEOUT_MS: u64 = 120_000;
 
 /// How long to wait for the output pipe to close once the group is gone.
 const DRAIN_GRACE: Duration = Duration::from_secs(2);
+
+/// How often a running command's wait looks for a timeout or a signal.
+const POLL: Duration = Duration::from_millis(25);
 
 /// Arguments of `bash`.
 #[derive(Debug, Clone, Deserialize)]
@@ -52,6 +55,8 @@ pub struct CommandOutput {
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
     pub timed_out: bool,
+    /// Set when a signal to the agent stopped the command.
+    pub stopped: Option<Stopped>,
 }
 
 /// The `bash` tool.
@@ -87,6 +92,12 @@ impl TypedTool for BashTool {
         })
     }
 
+    fn launches(&self, args: &BashArgs) -> bool {
+        !args.command.trim().is_empty()
+            && !args.background.unwrap_or(false)
+            && args.timeout_ms != Some(0)
+    }
+
     fn run(&self, ctx: &ToolContext, args: BashArgs) -> ToolOutcome {
         if args.command.trim().is_empty() {
             return ToolOutcome::error("command is empty");
@@ -100,7 +111,14 @@ impl TypedTool for BashTool {
             None => DEFAULT_TIMEOUT_MS,
         };
         let timeout = Duration::from_millis(timeout_ms);
-        match run_foreground(ctx.env, ctx.workspace, &args.command, timeout, OUTPUT_CAP) {
+        match run_foreground(
+            ctx.env,
+            ctx.launch,
+            ctx.workspace,
+            &args.command,
+            timeout,
+            OUTPUT_CAP,
+        ) {
             Ok(out) => describe(&out, timeout_ms),
             Err(e) => ToolOutcome::error(format!("failed to start the command: {e}")),
         }
@@ -108,6 +126,16 @@ impl TypedTool for BashTool {
 }
 
 fn describe(out: &CommandOutput, timeout_ms: u64) -> ToolOutcome {
+    if let Some(stopped) = out.stopped {
+        let name = crate::signals::name(stopped.signal);
+        let mut outcome = ToolOutcome::error(format!(
+            "[interrupted by {name}: the command was stopped after {:.1} s]\n{}",
+            stopped.after.as_secs_f64(),
+            out.output
+        ));
+        outcome.signal = Some(name);
+        return outcome;
+    }
     let mut text = if out.output.is_empty() {
         "(no output)\n".to_string()
     } else {
@@ -138,26 +166,44 @@ fn describe(out: &CommandOutput, timeout_ms: u64) -> ToolOutcome {
     }
 }
 
+/// How a foreground command was stopped by a signal to the agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stopped {
+    pub signal: Signal,
+    /// From the start of the command to the signal.
+    pub after: Duration,
+}
+
 /// Runs `script` in `workspace` through `env` and waits for it, at most
-/// `timeout`; output is capped at `cap` bytes (head and tail).
+/// `timeout`; output is capped at `cap` bytes (head and tail). The command
+/// is held until `launch` has recorded its process group. A stopping signal
+/// to the agent ([`crate::signals`]) is passed to the group, then SIGKILL
+/// after [`crate::signals::GRACE`] or a second signal.
 pub fn run_foreground(
     env: &dyn ExecEnv,
+    launch: &dyn Launch,
     workspace: &Path,
     script: &str,
     timeout: Duration,
     cap: usize,
 ) -> io::Result<CommandOutput> {
     let (mut reader, writer) = io::pipe()?;
-    let mut cmd = env.command(script, workspace);
-    cmd.stdin(Stdio::null())
-        .stdout(writer.try_clone()?)
-        .stderr(writer)
-        .process_group(0);
-    let mut child = cmd.spawn()?;
-    // The command holds our copies of the pipe's write end: drop it so the
-    // reader sees end-of-file once the children are gone.
-    drop(cmd);
-    let pgid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
+    let mut cmd = env.command(&group::held_script(script), workspace);
+    cmd.stdout(writer.try_clone()?).stderr(writer);
+    let mut held = group::spawn_held(cmd)?;
+    let pgid = held.group.pid;
+    if let Err(e) = launch.record(&held.group) {
+        // Never released: the command reads end-of-file and exits unrun.
+        drop(held.release_pipe());
+        let _ = killpg(to_pid(pgid), Signal::SIGKILL);
+        let _ = held.child.wait();
+        return Err(io::Error::other(format!(
+            "could not record the command's process group, so it was not run: {e}"
+        )));
+    }
+    held.release()?;
+    let started = Instant::now();
+    let mut child = held.child;
 
     let buffer = Arc::new(Mutex::new(HeadTail::new(cap)));
     let (done_tx, done_rx) = mpsc::channel::<()>();
@@ -183,21 +229,54 @@ pub fn run_foreground(
         let _ = status_tx.send(child.wait());
     });
 
-    let (status, timed_out) = match status_rx.recv_timeout(timeout) {
-        Ok(status) => (status?, false),
-        Err(RecvTimeoutError::Timeout) => {
-            let _ = killpg(pgid, Signal::SIGKILL);
-            let status = status_rx
+    let mut timed_out = false;
+    let mut stopped = None;
+    let status = loop {
+        match status_rx.recv_timeout(POLL) {
+            Ok(status) => break status?,
+            Err(RecvTimeoutError::Disconnected) => {
+                return Err(io::Error::other("lost the command's exit status"));
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+        }
+        if let Some(sig) = crate::signals::received() {
+            let seen = crate::signals::count();
+            stopped = Some(Stopped {
+                signal: sig,
+                after: started.elapsed(),
+            });
+            let mut status = None;
+            group::stop(
+                pgid,
+                sig,
+                crate::signals::GRACE,
+                |wait| match status_rx.recv_timeout(wait) {
+                    Ok(s) => {
+                        status = Some(s);
+                        true
+                    }
+                    Err(RecvTimeoutError::Timeout) => false,
+                    Err(RecvTimeoutError::Disconnected) => true,
+                },
+                || crate::signals::count() > seen,
+            );
+            break match status {
+                Some(s) => s?,
+                None => status_rx
+                    .recv()
+                    .map_err(|_| io::Error::other("lost the command's exit status"))??,
+            };
+        }
+        if started.elapsed() >= timeout {
+            let _ = killpg(to_pid(pgid), Signal::SIGKILL);
+            timed_out = true;
+            break status_rx
                 .recv()
                 .map_err(|_| io::Error::other("lost the command's exit status"))??;
-            (status, true)
-        }
-        Err(RecvTimeoutError::Disconnected) => {
-            return Err(io::Error::other("lost the command's exit status"));
         }
     };
     // Whatever the command left running in its group goes with it.
-    let _ = killpg(pgid, Signal::SIGKILL);
+    let _ = killpg(to_pid(pgid), Signal::SIGKILL);
     let _ = done_rx.recv_timeout(DRAIN_GRACE);
 
     let buf = buffer.lock().unwrap_or_else(PoisonError::into_inner);
@@ -207,5 +286,10 @@ pub fn run_foreground(
         exit_code: status.code(),
         signal: status.signal(),
         timed_out,
+        stopped,
     })
+}
+
+fn to_pid(pgid: u32) -> Pid {
+    Pid::from_raw(i32::try_from(pgid).unwrap_or(i32::MAX))
 }

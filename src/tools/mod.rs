@@ -32,6 +32,7 @@ pub mod edit;
 pub mod env;
 mod files;
 pub mod glob;
+pub mod group;
 pub mod grep;
 pub mod output;
 pub mod paths;
@@ -66,6 +67,8 @@ pub struct ToolContext<'a> {
     pub processes: &'a ProcessTable,
     /// The current plan, if any.
     pub plan: Option<&'a crate::session::Plan>,
+    /// Records a foreground command's process group before it may act.
+    pub launch: &'a dyn group::Launch,
 }
 
 /// What one call produced.
@@ -82,6 +85,8 @@ pub struct ToolOutcome {
     /// A validated new plan (items, note) from `update_plan`; the loop writes
     /// `plan.updated` after the `tool.result`.
     pub plan_update: Option<(Vec<PlanItem>, Option<String>)>,
+    /// The signal that stopped the call (`SIGINT`...), when one did.
+    pub signal: Option<&'static str>,
 }
 
 impl ToolOutcome {
@@ -93,6 +98,7 @@ impl ToolOutcome {
             format_error: false,
             records: Vec::new(),
             plan_update: None,
+            signal: None,
         }
     }
 

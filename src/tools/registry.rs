@@ -153,6 +153,13 @@ impl ToolSet {
         self.effect(name) == Some(Effect::Mutating)
     }
 
+    /// Whether the call starts a foreground command (see [`Tool::launches`]).
+    pub fn launches(&self, call: &ToolCall) -> bool {
+        self.get(&call.name).is_some_and(|t| {
+            catch_unwind(AssertUnwindSafe(|| t.launches(&call.arguments))).unwrap_or(false)
+        })
+    }
+
     /// Runs one call. Never panics.
     pub fn call(&self, ctx: &ToolContext, call: &ToolCall) -> ToolOutcome {
         let Some(tool) = self.get(&call.name) else {

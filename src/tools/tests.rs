@@ -30,6 +30,7 @@ fn with_ctx(f: impl FnOnce(&ToolContext)) {
         env: &LocalEnv,
         processes: &table,
         plan: None,
+        launch: &crate::tools::group::Unrecorded,
     };
     f(&ctx);
 }

@@ -51,6 +51,14 @@ pub trait Tool: Send + Sync {
     fn effect(&self) -> Effect;
     fn call(&self, ctx: &ToolContext, raw_args: &str) -> ToolOutcome;
 
+    /// Whether this call starts a foreground command through
+    /// [`ToolContext::launch`]: its `tool.started` is then written by the
+    /// launch, carrying the command's process group, before the command may
+    /// act (instead of before the tool is called).
+    fn launches(&self, _raw_args: &str) -> bool {
+        false
+    }
+
     /// What the model is told about this tool.
     fn spec(&self) -> ToolSpec {
         ToolSpec {
@@ -75,6 +83,11 @@ pub trait TypedTool: Send + Sync {
     /// JSON Schema of [`TypedTool::Args`].
     fn schema(&self) -> Value;
     fn run(&self, ctx: &ToolContext, args: Self::Args) -> ToolOutcome;
+
+    /// See [`Tool::launches`].
+    fn launches(&self, _args: &Self::Args) -> bool {
+        false
+    }
 }
 
 impl<T: TypedTool> Tool for T {
@@ -103,6 +116,10 @@ impl<T: TypedTool> Tool for T {
             Ok(args) => self.run(ctx, args),
             Err(outcome) => outcome,
         }
+    }
+
+    fn launches(&self, raw_args: &str) -> bool {
+        parse_args::<T::Args>(T::NAME, T::USAGE, raw_args).is_ok_and(|a| TypedTool::launches(self, &a))
     }
 }
 

@@ -67,6 +67,7 @@ impl Emitter {
                     step,
                     call_id: result.call_id.clone(),
                     name: result.name.clone(),
+                    process: None,
                 }));
                 self.events.push(Event::ToolResult(result));
                 // An update_plan result is followed by its plan record, a
@@ -82,6 +83,7 @@ impl Emitter {
                 notice,
                 limits: None,
                 message: None,
+                stopped_processes: Vec::new(),
             })),
         }
     }

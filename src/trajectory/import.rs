@@ -138,6 +138,7 @@ pub fn import(text: &str) -> Result<Imported, TrajectoryError> {
                 step: *step,
                 call_id: id.clone(),
                 name: name.clone(),
+                process: None,
             }));
         }
     }

@@ -113,7 +113,8 @@ fn v2_fixture_imports_plan_processes_compaction_and_pending_call() {
             id: "c4".into(),
             name: "bash".into(),
             step: 4,
-            started: true
+            started: true,
+            process: None,
         }]
     );
     assert_eq!(
@@ -246,7 +247,8 @@ fn unanswered_calls_stay_pending_and_count_as_started_in_v1() {
             id: "c3".into(),
             name: "bash".into(),
             step: 2,
-            started: true
+            started: true,
+            process: None,
         }]
     );
     assert_eq!(s.saved_step, 1);

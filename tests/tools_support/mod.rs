@@ -56,6 +56,7 @@ impl Fixture {
             env,
             processes: &self.table,
             plan: None,
+            launch: &tinyagent::tools::group::Unrecorded,
         };
         let call = ToolCall {
             id: "c1".into(),

@@ -17,6 +17,7 @@ pub fn ev(i: u64) -> Event {
             step: i,
             call_id: format!("c{i}"),
             name: "bash".into(),
+            process: None,
         })
     } else {
         Event::ToolResult(ToolResult {
@@ -29,6 +30,7 @@ pub fn ev(i: u64) -> Event {
             format_error: false,
             rerun: false,
             hooks: Vec::new(),
+            signal: None,
         })
     }
 }
