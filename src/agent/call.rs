@@ -7,12 +7,12 @@ use super::{Agent, AgentError};
 use crate::event::{
     CallProcess, Event, HookBlocked, PlanItem, PlanUpdated, ToolCall, ToolResult, ToolStarted,
 };
+use crate::session::plan;
 use crate::store::Store;
 use crate::tools::group::{Launch, ProcessGroup};
-use std::cell::RefCell;
-use crate::session::plan;
 use crate::tools::{ToolContext, ToolOutcome};
 use serde_json::json;
+use std::cell::RefCell;
 
 impl Agent {
     /// Runs one call of `step` to its `tool.result`. `rerun` marks a

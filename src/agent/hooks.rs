@@ -56,8 +56,7 @@ pub fn run_hook(
         .stderr(Stdio::piped())
         .process_group(0);
     crate::tools::group::die_with_agent(&mut cmd);
-    let mut child = match cmd.spawn()
-    {
+    let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
             return HookOutcome::Failed {

@@ -20,11 +20,11 @@ use crate::event::{
     Event, HookRun, ModelResponse, ProcessExited, RunFinished, RunStatus, StepSaved, ToolCall,
     ToolResult, Usage,
 };
-use nix::sys::signal::Signal;
 use crate::model::{ModelRequest, Provider, Purpose};
 use crate::session::State;
 use crate::store::{Store, StoreError};
 use crate::tools::{ExecEnv, ProcessTable, ToolSet};
+use nix::sys::signal::Signal;
 use output::Output;
 use serde_json::json;
 
@@ -114,6 +114,10 @@ impl Agent {
                 "the run's workspace {} is not a directory any more",
                 parts.config.workspace.display()
             )));
+        }
+        if let Some(mirror) = &parts.config.plan_file {
+            // Temp files of a plan-mirror write that a kill interrupted.
+            tinyagent_store::fsutil::clean_atomic_temps(mirror);
         }
         Ok(Agent {
             timing: Timing::default(),
@@ -215,7 +219,9 @@ impl Agent {
             self.timing.steps += 1;
             self.out.done_thinking();
             let reply = match reply {
-                None => return self.interrupted(crate::signals::received().unwrap_or(Signal::SIGINT)),
+                None => {
+                    return self.interrupted(crate::signals::received().unwrap_or(Signal::SIGINT));
+                }
                 Some(Ok(r)) => r,
                 Some(Err(e)) => {
                     let reason = e.to_string();

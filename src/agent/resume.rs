@@ -7,8 +7,8 @@
 
 use super::{Agent, AgentError};
 use crate::event::{Event, Limits, Resume, StoppedProcess, ToolCall, ToolResult};
-use crate::tools::group::{self, ProcessGroup};
 use crate::session::{ProcessInfo, plan};
+use crate::tools::group::{self, ProcessGroup};
 use serde_json::json;
 
 /// What the caller knows about the stop, for the notice.

@@ -133,7 +133,8 @@ pub fn demo(args: &DemoArgs) -> Result<i32, CliError> {
     let pid = Pid::from_raw(child.id() as i32);
     kill(pid, Signal::SIGKILL).map_err(|e| io_err("kill", e))?;
     let _ = child.wait();
-    crate::agent::output::err_line(&format!("\n== kill -9 sent to tinyagent (pid {pid}) while `sleep 15` was running\n== now: tinyagent resume {}\n",
+    crate::agent::output::err_line(&format!(
+        "\n== kill -9 sent to tinyagent (pid {pid}) while `sleep 15` was running\n== now: tinyagent resume {}\n",
         wal.display()
     ));
     let mut resume = Command::new(exe()?);
@@ -145,13 +146,19 @@ pub fn demo(args: &DemoArgs) -> Result<i32, CliError> {
         .status()
         .map_err(|e| io_err("cannot start resume", e))?;
     cleanup_orphans(&wal);
-    crate::agent::output::err_line(&format!("\n== what the log holds (tinyagent log inspect {}):\n",
+    crate::agent::output::err_line(&format!(
+        "\n== what the log holds (tinyagent log inspect {}):\n",
         wal.display()
     ));
     let mut stderr = std::io::stderr();
     let _ = crate::cli::inspect::inspect(&wal, false, &mut stderr);
-    crate::agent::output::err_line(&format!("\nThe run was killed mid-call and finished after resume: no step, cost or message lost.\nLook around: {}",
-        dir.display()
+    crate::agent::output::err_line(&format!(
+        "\nThe run was killed mid-call and finished after resume: no step, cost or message lost,\n\
+         and the command the kill interrupted was stopped before the run went on.\n\
+         Nothing the demo started is still running.\n\
+         Its files (workspace, log, snapshots, process output, script) are in {dir}\n\
+         Look around, then remove them with: rm -rf {dir}",
+        dir = dir.display()
     ));
     Ok(status.code().unwrap_or(1))
 }

@@ -39,9 +39,15 @@ fn export(wal: &Path, output: Option<&Path>) -> Result<i32, CliError> {
 
 fn import(json: &Path, output: &Path) -> Result<i32, CliError> {
     let background = super::resume::import_trajectory(json, output)?;
-    crate::agent::output::err_line(&format!("imported {} into {}", json.display(), output.display()));
+    crate::agent::output::err_line(&format!(
+        "imported {} into {}",
+        json.display(),
+        output.display()
+    ));
     if let Some(bg) = background {
-        crate::agent::output::err_line(&format!("background processes from the earlier run (not tracked): {bg}"));
+        crate::agent::output::err_line(&format!(
+            "background processes from the earlier run (not tracked): {bg}"
+        ));
     }
     Ok(0)
 }

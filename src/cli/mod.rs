@@ -121,8 +121,7 @@ fn catch_file_size_signal() {
 /// From here on SIGINT, SIGTERM and SIGHUP stop the run cleanly (recorded,
 /// exit 130/143/129) instead of killing the process.
 fn listen_for_stop() -> Result<(), CliError> {
-    crate::signals::install()
-        .map_err(|e| CliError::new(1, format!("cannot handle signals: {e}")))
+    crate::signals::install().map_err(|e| CliError::new(1, format!("cannot handle signals: {e}")))
 }
 
 async fn dispatch(cli: Cli) -> Result<i32, CliError> {

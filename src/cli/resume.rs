@@ -204,6 +204,7 @@ fn config_for(run: &RunStarted, args: &ResumeArgs) -> Result<RunConfig, CliError
         m.api_key_env = Some(var.clone());
     }
     config.validate()?;
+    config.hooks.check_commands(&config.workspace)?;
     Ok(config)
 }
 
@@ -325,7 +326,11 @@ pub async fn resume(args: &ResumeArgs) -> Result<i32, CliError> {
         Source::Trajectory(t) => {
             let (json, wal) = (t.json.clone(), t.wal.clone());
             let bg = t.write()?;
-            crate::agent::output::err_line(&format!("imported {} into {}", json.display(), wal.display()));
+            crate::agent::output::err_line(&format!(
+                "imported {} into {}",
+                json.display(),
+                wal.display()
+            ));
             (wal, bg)
         }
     };

@@ -121,6 +121,7 @@ pub fn resolve(args: &RunArgs, file: &Config) -> Result<RunConfig, CliError> {
         network: file.env.network.unwrap_or(false),
     };
     config.validate()?;
+    config.hooks.check_commands(&config.workspace)?;
     Ok(config)
 }
 

@@ -332,3 +332,194 @@ impl RunConfig {
         }
     }
 }
+
+/// Shell words that run without a file on PATH.
+const SHELL_BUILTINS: &[&str] = &[
+    ":", ".", "[", "alias", "break", "cd", "command", "continue", "echo", "eval", "exec", "exit",
+    "export", "false", "getopts", "hash", "kill", "printf", "pwd", "read", "readonly", "return",
+    "set", "shift", "source", "test", "times", "trap", "true", "type", "ulimit", "umask",
+    "unalias", "unset", "wait", "if", "for", "while", "until", "case", "!",
+];
+
+/// Interpreters whose first operand is the script they run.
+const INTERPRETERS: &[&str] = &[
+    "sh", "bash", "dash", "zsh", "ksh", "python", "python3", "node", "perl", "ruby",
+];
+
+/// One shell word from the start of `s` (plain, 'single' or "double"
+/// quoted, no expansion), and the rest; `None` when the word uses shell
+/// syntax this check does not follow.
+fn first_word(s: &str) -> Option<(String, &str)> {
+    let s = s.trim_start();
+    let mut word = String::new();
+    let mut chars = s.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            c if c.is_whitespace() => return Some((word, &s[i..])),
+            '\'' | '"' => {
+                let mut closed = false;
+                for (_, q) in chars.by_ref() {
+                    if q == c {
+                        closed = true;
+                        break;
+                    }
+                    word.push(q);
+                }
+                if !closed {
+                    return None;
+                }
+            }
+            '$' | '`' | '\\' | '(' | ')' | '{' | '}' | ';' | '&' | '|' | '<' | '>' | '*' | '?' => {
+                return None;
+            }
+            c => word.push(c),
+        }
+    }
+    Some((word, ""))
+}
+
+fn is_executable(p: &std::path::Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+fn on_path(name: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| is_executable(&dir.join(name))))
+}
+
+impl HookSettings {
+    /// Refuses a hook whose program (or, for an interpreter, whose script)
+    /// does not exist or cannot be run: a typo would otherwise block every
+    /// call (or be ignored) while the run looks fine. Commands whose first
+    /// word uses shell syntax are left to the shell. Relative paths are
+    /// taken from `workspace`, where hooks run.
+    pub fn check_commands(&self, workspace: &std::path::Path) -> Result<(), ConfigError> {
+        for (key, command) in [
+            ("hooks.pre_tool", &self.pre_tool),
+            ("hooks.post_tool", &self.post_tool),
+        ] {
+            let Some(command) = command else { continue };
+            let Some((mut program, mut rest)) = first_word(command) else {
+                continue;
+            };
+            // Leading variable assignments (`FOO=1 cmd`).
+            while program.contains('=') && !program.starts_with('=') {
+                let Some((next, after)) = first_word(rest) else {
+                    break;
+                };
+                (program, rest) = (next, after);
+            }
+            if program.is_empty() || SHELL_BUILTINS.contains(&program.as_str()) {
+                continue;
+            }
+            let resolve = |p: &str| workspace.join(p);
+            let found = if program.contains('/') {
+                is_executable(&resolve(&program))
+            } else {
+                on_path(&program)
+            };
+            if !found {
+                return Err(bad(
+                    key,
+                    format!(
+                        "`{program}` is not an executable file or a command on PATH (in `{command}`)"
+                    ),
+                ));
+            }
+            let base = program.rsplit('/').next().unwrap_or(&program);
+            // `sh script.sh`: the script must exist (an option such as
+            // `sh -c '...'` means no script file).
+            if INTERPRETERS.contains(&base)
+                && let Some((script, _)) = first_word(rest)
+                && !script.is_empty()
+                && !script.starts_with('-')
+                && !resolve(&script).is_file()
+            {
+                return Err(bad(
+                    key,
+                    format!("the script `{script}` of `{command}` does not exist"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hooks(pre: &str) -> HookSettings {
+        HookSettings {
+            pre_tool: Some(pre.to_string()),
+            post_tool: None,
+            timeout: DEFAULT_HOOK_TIMEOUT,
+            on_failure: HookFailure::Block,
+        }
+    }
+
+    #[test]
+    fn hook_programs_and_scripts_must_exist() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path();
+        std::fs::write(ws.join("guard.sh"), "exit 0\n").unwrap();
+        for ok in [
+            "true",
+            "exit 7",
+            "printf '{}'",
+            "sh guard.sh",
+            "sh 'guard.sh' --flag",
+            "FOO=1 sh guard.sh",
+            "sh -c 'anything at all'",
+            "$HOME/bin/x",
+            "(cd / && ls)",
+        ] {
+            hooks(ok)
+                .check_commands(ws)
+                .unwrap_or_else(|e| panic!("{ok}: {e}"));
+        }
+        for (bad, says) in [
+            ("no-such-program-here --x", "no-such-program-here"),
+            ("./missing.sh", "./missing.sh"),
+            ("sh missing.sh", "missing.sh"),
+            ("python3 'nope.py'", "nope.py"),
+        ] {
+            let e = hooks(bad).check_commands(ws).unwrap_err().to_string();
+            assert!(
+                e.contains("hooks.pre_tool") && e.contains(says),
+                "{bad}: {e}"
+            );
+        }
+    }
+
+    fn started() -> RunStarted {
+        match crate::session::testkit::run_started(false) {
+            crate::event::Event::RunStarted(r) => r,
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn every_source_is_validated_the_same_way() {
+        let mut run = started();
+        run.settings.keep_recent = Some(0);
+        let e = RunConfig::from_started(&run, std::path::Path::new("/")).unwrap_err();
+        assert!(e.to_string().contains("compaction.keep_recent"), "{e}");
+        run.settings.keep_recent = None;
+        run.settings.price_in = Some(f64::NAN);
+        let e = RunConfig::from_started(&run, std::path::Path::new("/")).unwrap_err();
+        assert!(e.to_string().contains("model.price_in"), "{e}");
+        run.settings.price_in = Some(2e6);
+        assert!(RunConfig::from_started(&run, std::path::Path::new("/")).is_err());
+        run.settings.price_in = Some(3.0);
+        let c = RunConfig::from_started(&run, std::path::Path::new("/")).unwrap();
+        assert_eq!(c.model.price_in, 3.0);
+        assert_eq!(
+            RunConfig::from_started(&started(), std::path::Path::new("/"))
+                .unwrap()
+                .keep_recent,
+            DEFAULT_KEEP_RECENT
+        );
+    }
+}

@@ -119,7 +119,8 @@ impl<T: TypedTool> Tool for T {
     }
 
     fn launches(&self, raw_args: &str) -> bool {
-        parse_args::<T::Args>(T::NAME, T::USAGE, raw_args).is_ok_and(|a| TypedTool::launches(self, &a))
+        parse_args::<T::Args>(T::NAME, T::USAGE, raw_args)
+            .is_ok_and(|a| TypedTool::launches(self, &a))
     }
 }
 

@@ -117,6 +117,36 @@ pub(crate) fn replace_atomically<E>(
     sync_parent_dir(path).map_err(|e| fail(Step::SyncDir, e))
 }
 
+/// The temp-file prefix of [`atomic_write`].
+const ATOMIC_TMP_PREFIX: &str = ".tinyagent-tmp-";
+
+/// Removes the temp files [`atomic_write`] left beside `path` when a writer
+/// was killed between creating and renaming one: those of processes that no
+/// longer run. Gives the files removed.
+pub fn clean_atomic_temps(path: &Path) -> Vec<PathBuf> {
+    let mut removed = Vec::new();
+    let Ok(dir) = std::fs::read_dir(parent_dir(path)) else {
+        return removed;
+    };
+    for entry in dir.flatten() {
+        let name = entry.file_name();
+        let Some(rest) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(ATOMIC_TMP_PREFIX))
+        else {
+            continue;
+        };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        let alive = pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists();
+        if !alive && std::fs::remove_file(entry.path()).is_ok() {
+            removed.push(entry.path());
+        }
+    }
+    removed
+}
+
 /// Replaces `path` atomically with `bytes` (temp file, write, fsync, rename,
 /// directory fsync), with a temp name of its own
 /// (`.tinyagent-tmp-<pid>-<nanos>-<n>` beside `path`) and nothing before the rename.
@@ -129,7 +159,7 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> io::Result<()> {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
     let tmp = parent_dir(path).join(format!(
-        ".tinyagent-tmp-{}-{nanos}-{}",
+        "{ATOMIC_TMP_PREFIX}{}-{nanos}-{}",
         std::process::id(),
         COUNTER.fetch_add(1, Ordering::Relaxed)
     ));
@@ -138,6 +168,23 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> io::Result<()> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn atomic_temps_of_dead_writers_are_cleaned_and_live_ones_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("plan.md");
+        let dead = dir.path().join(format!("{ATOMIC_TMP_PREFIX}999999999-1-0"));
+        let live = dir
+            .path()
+            .join(format!("{ATOMIC_TMP_PREFIX}{}-1-0", std::process::id()));
+        let other = dir.path().join("notes.txt");
+        for p in [&dead, &live, &other] {
+            std::fs::write(p, "x").unwrap();
+        }
+        assert_eq!(clean_atomic_temps(&target), vec![dead.clone()]);
+        assert!(!dead.exists() && live.exists() && other.exists());
+    }
+
     use super::*;
     use std::os::unix::fs::PermissionsExt;
 

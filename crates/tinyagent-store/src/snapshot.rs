@@ -111,6 +111,15 @@ pub fn snapshot_path(wal: &Path) -> PathBuf {
     sibling(wal, ".snapshot")
 }
 
+/// Whether two paths name one file (same device and inode).
+fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
+}
+
 /// `<wal>.snapshot.bak`
 pub fn backup_path(wal: &Path) -> PathBuf {
     sibling(wal, ".snapshot.bak")
@@ -182,11 +191,15 @@ fn write<S: Serialize>(
     let ctx = |what: &str, p: &Path| format!("could not {what} {}", p.display());
     let keep_backup = || {
         before_swap();
-        if snap.exists() {
+        let bak = backup_path(wal);
+        // A kill between the two renames of an earlier write can leave
+        // `.snapshot` and `.bak` as one file; then `.bak` already holds the
+        // current snapshot (and a rename between two names of one file does
+        // nothing, which would leave the temp link behind).
+        if snap.exists() && !same_file(&snap, &bak) {
             // Keep the current one as .bak without ever leaving no .snapshot.
             let bak_tmp = temp_path(wal, ".bak");
             std::fs::hard_link(&snap, &bak_tmp).map_err(io_err(ctx("link", &snap)))?;
-            let bak = backup_path(wal);
             if let Err(e) = std::fs::rename(&bak_tmp, &bak) {
                 let _ = std::fs::remove_file(&bak_tmp);
                 return Err(io_err(ctx("rename to", &bak))(e));
@@ -439,6 +452,35 @@ mod tests {
         assert_eq!(read::<Sum>(&snapshot_path(&wal)).unwrap(), (pos(2), two));
         assert_eq!(read::<Sum>(&backup_path(&wal)).unwrap(), (pos(1), one));
         assert_eq!(read_header(&snapshot_path(&wal)).unwrap(), pos(2));
+    }
+
+    /// A kill between the writer's two renames leaves `.snapshot` and `.bak`
+    /// as one file; the next write must leave no temp link behind.
+    #[test]
+    fn a_snapshot_sharing_its_inode_with_the_backup_leaves_no_temp_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let wal = dir.path().join("a.wal");
+        let one = Sum {
+            total: 1,
+            records: 1,
+        };
+        write(&wal, &one, &pos(1), || {}).unwrap();
+        std::fs::hard_link(snapshot_path(&wal), backup_path(&wal)).unwrap();
+        let two = Sum {
+            total: 3,
+            records: 2,
+        };
+        write(&wal, &two, &pos(2), || {}).unwrap();
+        let names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            names.iter().all(|n| !n.contains("tmp")),
+            "a temp file was left: {names:?}"
+        );
+        assert_eq!(read::<Sum>(&snapshot_path(&wal)).unwrap(), (pos(2), two));
+        assert_eq!(read::<Sum>(&backup_path(&wal)).unwrap(), (pos(1), one));
     }
 
     #[test]
