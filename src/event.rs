@@ -96,9 +96,11 @@ pub struct Usage {
 }
 
 impl Usage {
+    /// Adds `other`; a total that would overflow stays at the maximum (a
+    /// server may report any count).
     pub fn add(&mut self, other: &Usage) {
-        self.input_tokens += other.input_tokens;
-        self.output_tokens += other.output_tokens;
+        self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
     }
 }
 

@@ -49,7 +49,7 @@ pub struct ProviderArgs {
 pub struct RunArgs {
     /// What the agent should do.
     pub task: String,
-    /// Log file (default .tinyagent/runs/<run_id>.wal); an existing file is refused.
+    /// Log file (default $TINYAGENT_HOME/runs/<run_id>.wal); an existing file is refused.
     #[arg(long)]
     pub wal: Option<PathBuf>,
     #[command(flatten)]
@@ -116,6 +116,13 @@ pub struct ResumeArgs {
     pub message: Option<String>,
     #[command(flatten)]
     pub provider: ProviderArgs,
+    /// TOML config (default ./tinyagent.toml if present): hooks and the
+    /// environment come from here, never from the log.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Go on without the hooks the log was written with.
+    #[arg(long)]
+    pub no_hooks: bool,
 }
 
 #[derive(Debug, Subcommand)]

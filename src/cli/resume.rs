@@ -3,11 +3,11 @@
 
 use super::CliError;
 use super::args::ResumeArgs;
-use super::run::{exec_env, process_dir, provider_for, store_options, test_seams};
+use super::run::{exec_env, hook_settings, process_dir, provider_for, store_options, test_seams};
 use crate::agent::output::Output;
 use crate::agent::resume::StopInfo;
 use crate::agent::{Agent, AgentParts};
-use crate::config::RunConfig;
+use crate::config::{Config, EnvKind, HookSettings, RunConfig};
 use crate::event::{Limits, RunStarted, RunStatus};
 use crate::session::Status;
 use crate::store::{OpenReport, Store, StoreOptions};
@@ -184,10 +184,15 @@ fn check_flags(args: &ResumeArgs) -> Result<(), CliError> {
 }
 
 /// Stage 2: the run's config as `run.started` recorded it, with the
-/// provider flags over it; validated like a new run's.
+/// provider flags over it; validated like a new run's. What a log says can
+/// never make a command run that the local config does not name, nor tools
+/// run less confined than the log recorded: hooks come from the local config
+/// only (a log naming hooks it lacks is refused unless `--no-hooks`), and
+/// the environment is the more confined of the log's and the local one.
 fn config_for(run: &RunStarted, args: &ResumeArgs) -> Result<RunConfig, CliError> {
     let cwd = std::env::current_dir()
         .map_err(|e| CliError::new(1, format!("no current directory: {e}")))?;
+    let local = Config::load(args.config.as_deref())?;
     let mut config = RunConfig::from_started(run, &cwd)?;
     let m = &mut config.model;
     let flags = &args.provider;
@@ -203,9 +208,51 @@ fn config_for(run: &RunStarted, args: &ResumeArgs) -> Result<RunConfig, CliError
     if let Some(var) = &flags.api_key_env {
         m.api_key_env = Some(var.clone());
     }
+    config.hooks = local_hooks(&config.hooks, &local, args.no_hooks)?;
+    if local.env.kind()? == EnvKind::Sandbox {
+        config.env = EnvKind::Sandbox;
+    }
+    if config.env == EnvKind::Sandbox && local.env.network == Some(false) {
+        config.network = false;
+    }
     config.validate()?;
     config.hooks.check_commands(&config.workspace)?;
     Ok(config)
+}
+
+/// The hooks a resumed run uses: the local config's. Every hook the log
+/// recorded must be configured the same locally, else the resume is refused
+/// (naming them) unless `no_hooks`, which runs none.
+fn local_hooks(
+    recorded: &HookSettings,
+    local: &Config,
+    no_hooks: bool,
+) -> Result<HookSettings, CliError> {
+    let mut hooks = hook_settings(local)?;
+    if no_hooks {
+        hooks.pre_tool = None;
+        hooks.post_tool = None;
+        return Ok(hooks);
+    }
+    let mut missing = Vec::new();
+    for (key, was, is) in [
+        ("hooks.pre_tool", &recorded.pre_tool, &hooks.pre_tool),
+        ("hooks.post_tool", &recorded.post_tool, &hooks.post_tool),
+    ] {
+        if let Some(cmd) = was
+            && is.as_ref() != Some(cmd)
+        {
+            missing.push(format!("{key} = {cmd:?}"));
+        }
+    }
+    if !missing.is_empty() {
+        return Err(refuse(format!(
+            "the log names hooks that the local config does not: {}; configure them in \
+             tinyagent.toml to keep them, or resume with --no-hooks to go on without",
+            missing.join(", ")
+        )));
+    }
+    Ok(hooks)
 }
 
 /// Stage 3: the tool set, which must be the one the log was written with.

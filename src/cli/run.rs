@@ -50,6 +50,37 @@ fn absolute_new(p: PathBuf) -> Result<PathBuf, CliError> {
         .join(p))
 }
 
+/// Where tinyagent keeps its runs: `$TINYAGENT_HOME`, else
+/// `$XDG_STATE_HOME/tinyagent`, else `~/.local/state/tinyagent` — outside
+/// the workspace, so nothing a tool does there can touch a log.
+pub fn home() -> Result<PathBuf, CliError> {
+    let var = |name: &str| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    let home = var("TINYAGENT_HOME")
+        .or_else(|| var("XDG_STATE_HOME").map(|d| d.join("tinyagent")))
+        .or_else(|| var("HOME").map(|h| h.join(".local/state/tinyagent")))
+        .ok_or_else(|| {
+            refuse("no place for the run's log: set TINYAGENT_HOME (or HOME), or give --wal")
+        })?;
+    absolute_new(home)
+}
+
+/// The hooks the local config names.
+pub fn hook_settings(file: &Config) -> Result<HookSettings, CliError> {
+    Ok(HookSettings {
+        pre_tool: file.hooks.pre_tool.clone(),
+        post_tool: file.hooks.post_tool.clone(),
+        timeout: file
+            .hooks
+            .timeout_ms
+            .map_or(DEFAULT_HOOK_TIMEOUT, Duration::from_millis),
+        on_failure: file.hooks.on_failure()?,
+    })
+}
+
 /// Stage 1: flags over the config file over the defaults, validated.
 pub fn resolve(args: &RunArgs, file: &Config) -> Result<RunConfig, CliError> {
     let m = &file.model;
@@ -111,12 +142,7 @@ pub fn resolve(args: &RunArgs, file: &Config) -> Result<RunConfig, CliError> {
             .snapshot_every
             .or(file.wal.snapshot_every)
             .unwrap_or(DEFAULT_SNAPSHOT_EVERY),
-        hooks: HookSettings {
-            pre_tool: file.hooks.pre_tool.clone(),
-            post_tool: file.hooks.post_tool.clone(),
-            timeout: ms(file.hooks.timeout_ms, DEFAULT_HOOK_TIMEOUT),
-            on_failure: file.hooks.on_failure()?,
-        },
+        hooks: hook_settings(file)?,
         env: file.env.kind()?,
         network: file.env.network.unwrap_or(false),
     };
@@ -137,7 +163,7 @@ pub fn new_run(args: &RunArgs, config: RunConfig) -> Result<RunPlan, CliError> {
     let run_id = new_run_id();
     let wal = match &args.wal {
         Some(w) => w.clone(),
-        None => PathBuf::from(".tinyagent/runs").join(format!("{run_id}.wal")),
+        None => home()?.join("runs").join(format!("{run_id}.wal")),
     };
     if wal.exists() {
         return Err(refuse(format!(

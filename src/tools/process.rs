@@ -26,6 +26,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom};
+use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -196,13 +197,18 @@ impl ProcessTable {
         step: u64,
     ) -> Result<ProcessStarted, ProcessError> {
         let dir_err = |e| ProcessError::OutputFile(self.output_dir.display().to_string(), e);
-        std::fs::create_dir_all(&self.output_dir).map_err(dir_err)?;
+        tinyagent_store::fsutil::create_dir_all_durable(&self.output_dir).map_err(dir_err)?;
         let mut inner = self.lock();
         let (id, path, file) = loop {
             let id = format!("p{}", inner.next);
             inner.next += 1;
             let path = self.output_dir.join(format!("{id}.log"));
-            match OpenOptions::new().append(true).create_new(true).open(&path) {
+            match OpenOptions::new()
+                .append(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&path)
+            {
                 Ok(file) => break (id, path, file),
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
                 Err(e) => return Err(dir_err(e)),

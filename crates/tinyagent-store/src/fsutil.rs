@@ -5,7 +5,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -41,14 +41,15 @@ pub(crate) fn sync_parent_dir(path: &Path) -> io::Result<()> {
 ///
 /// # Errors
 /// When a level cannot be created (e.g. a file is in the way) or synced.
-pub(crate) fn create_dir_all_durable(dir: &Path) -> io::Result<()> {
+pub fn create_dir_all_durable(dir: &Path) -> io::Result<()> {
     if dir.as_os_str().is_empty() || dir.is_dir() {
         return Ok(());
     }
     if let Some(parent) = dir.parent() {
         create_dir_all_durable(parent)?;
     }
-    match std::fs::create_dir(dir) {
+    // Private to the user: a log's directory may hold secrets of the run.
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
         Ok(()) => sync_parent_dir(dir),
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
         Err(e) => Err(e),
