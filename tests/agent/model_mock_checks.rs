@@ -89,6 +89,9 @@ fn server_records_violations_of_real_requests_and_answers_in_order() {
     let server = MockServer::start_with(vec![MockReply::text("first"), MockReply::echo()], |req| {
         MockReply::text(&format!("fallback {}", req.index))
     });
+    // Not an agent bug: this test sends the bad request itself, to see it
+    // recorded (and dropping the server then checks there was one).
+    server.expect_violations("this test sends a bad request on purpose");
     let post = |body: Value| -> Value {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -127,4 +130,43 @@ fn server_records_violations_of_real_requests_and_answers_in_order() {
         violations[0].starts_with("request 3: messages[1]: tool message"),
         "{violations:?}"
     );
+}
+
+/// Posts one Chat Completions body to `server` and waits for the answer.
+fn post_once(server: &MockServer, body: &Value) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    rt.block_on(async {
+        reqwest::Client::new()
+            .post(format!("{}/chat/completions", server.base_url()))
+            .json(body)
+            .send()
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap()
+    });
+}
+
+#[test]
+#[should_panic(expected = "the mock server saw bad requests")]
+fn dropping_a_server_that_saw_a_bad_request_fails_the_test() {
+    let server = MockServer::start(vec![]);
+    post_once(
+        &server,
+        &chat(json!([{"role": "tool", "tool_call_id": "x", "content": "?"}])),
+    );
+    // No assert_no_violations: the drop at the end of the scope checks.
+}
+
+#[test]
+#[should_panic(expected = "expected bad requests (a known bug) but saw none")]
+fn an_expected_violation_that_does_not_happen_fails_the_test() {
+    let server = MockServer::start(vec![]);
+    server.expect_violations("a known bug");
+    post_once(&server, &chat(json!([{"role": "user", "content": "fine"}])));
 }

@@ -17,6 +17,7 @@
 //! ]); // afterwards: plain "done" replies (or `start_with(replies, fallback_fn)`)
 //! // run the binary with --provider openai --base-url <server.base_url()> ...
 //! server.assert_no_violations();           // every call answered once, in order
+//!                                          // (dropping the server checks it too)
 //! let bodies = server.requests();          // Vec<serde_json::Value>, in order
 //! ```
 
