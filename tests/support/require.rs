@@ -2,7 +2,8 @@
 //! is missing.
 //!
 //! A test whose prerequisite is missing skips loudly: it prints one line
-//! `SKIPPED: <test>: <why>` on stderr and returns. When the environment
+//! `SKIPPED: <test>: <why>` on stderr (past the harness's capture, so it
+//! shows in a plain `cargo test`) and returns. When the environment
 //! variable `TINYAGENT_REQUIRE` names the prerequisite (a comma-separated
 //! list, e.g. `TINYAGENT_REQUIRE=strace,bwrap,root,loop`), a missing one fails
 //! the test instead, so a machine that is meant to have it (CI) cannot pass
@@ -15,6 +16,7 @@
 //! - `loop`: an ext4 image can be made and mounted on a loop device
 //!   (`losetup`, `mkfs.ext4`, `mount`, and `python3` for the shutdown ioctl).
 
+use std::io::Write;
 use std::path::Path;
 use std::process::Command;
 use tinyagent::tools::SandboxEnv;
@@ -51,13 +53,21 @@ pub fn missing(what: &str, test: &str, why: &str) {
         !is_required(what),
         "{test}: {why} ({VAR} names {what:?}, so this is a failure, not a skip)"
     );
-    eprintln!("SKIPPED: {test}: {why} (needs {what}; set {VAR}={what} to make this a failure)");
+    // Straight to the stderr handle, not eprintln!: the test harness
+    // captures the macros' output of a passing test, and a skip must show.
+    let _ = writeln!(
+        std::io::stderr(),
+        "SKIPPED: {test}: {why} (needs {what}; {VAR}={what} makes this a failure)"
+    );
 }
 
 /// What `check` found when prerequisite `what` is there; otherwise
 /// [`missing`] and `None`. Use as
 /// `let Some(()) = require("strace", "my_test", strace()) else { return };`.
 pub fn require<T>(what: &str, test: &str, check: Result<T, String>) -> Option<T> {
+    // Checks the list's names even when nothing is missing: a misspelt
+    // name would otherwise require nothing, silently.
+    is_required(what);
     match check {
         Ok(found) => Some(found),
         Err(why) => {
