@@ -1,8 +1,8 @@
-//! Shared pieces of the torture suite (`tests/torture_*.rs`): the scripted
-//! long task ([`script`]), the kill-and-resume driver ([`driver`]), the end
-//! checks ([`checks`]), the fault-injection helpers ([`faults`]) and small
-//! helpers (seeds, numbers from the environment). Skips go through
-//! `support::require`.
+//! Shared pieces of the torture suite (the `torture_*` modules of
+//! `tests/torture/`): the scripted long task ([`script`]), the
+//! kill-and-resume driver ([`driver`]), the end checks ([`checks`]), the
+//! fault-injection helpers ([`faults`]) and small helpers (seeds, numbers
+//! from the environment). Skips go through `support::require`.
 
 pub mod checks;
 pub mod driver;
