@@ -6,7 +6,7 @@
 //! with their fdatasync, events). Criterion is given that overhead (and,
 //! separately, the fdatasync part of it) per step.
 
-#[path = "../tests/common/mod.rs"]
+#[path = "../tests/support/mock/mod.rs"]
 mod common;
 
 use common::{MockReply, MockServer};

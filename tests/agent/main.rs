@@ -1,0 +1,31 @@
+//! The agent end to end and its parts: the binary against a mock model
+//! server (runs, resume, hooks, plan, compaction, trajectories, the
+//! sandbox), the `log` commands, the model providers and the tools.
+//!
+//! One test binary; a group of tests is one module (`cargo test --test agent
+//! resume_e2e::` runs one group).
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod agent_e2e;
+mod compaction_e2e;
+mod compaction_resume_e2e;
+mod hooks_e2e;
+mod log_cli_bench;
+mod log_cli_inspect;
+mod log_cli_live;
+mod model_anthropic;
+mod model_mock_checks;
+mod model_openai;
+mod model_retry;
+mod model_script;
+mod plan_e2e;
+mod resume_e2e;
+mod sandbox_e2e;
+mod tools_bash;
+mod tools_files;
+mod tools_registry;
+mod tools_sandbox;
+mod tools_search;
+mod trajectory_e2e;

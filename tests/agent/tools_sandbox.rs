@@ -1,0 +1,237 @@
+//! The bubblewrap sandbox: the workspace is writable, the rest of the file
+//! system is not, /tmp is private, the network is refused, and timeouts and
+//! background processes work inside it. Skipped (with a printed `SKIPPED:` line) where
+//! bubblewrap is missing or cannot create namespaces, or failed then under
+//! `TINYAGENT_REQUIRE=bwrap`.
+
+use crate::support::e2e;
+use crate::support::require::{self, require};
+use crate::support::tools::*;
+use serde_json::json;
+use tinyagent::event::Event;
+use tinyagent::tools::{EnvError, SandboxEnv};
+
+/// The sandbox, or `None` when it cannot run here: then `test` is skipped
+/// loudly (or fails under `TINYAGENT_REQUIRE=bwrap`).
+fn sandbox(fx: &Fixture, network: bool, test: &str) -> Option<SandboxEnv> {
+    require("bwrap", test, require::bwrap(&fx.ws, network))
+}
+
+#[test]
+fn missing_bwrap_error_says_how_to_install_it() {
+    let msg = EnvError::BwrapMissing.to_string();
+    assert!(msg.contains("apt-get install bubblewrap"), "{msg}");
+}
+
+#[test]
+fn workspace_is_writable_and_the_rest_is_read_only() {
+    let fx = Fixture::new();
+    let Some(env) = sandbox(
+        &fx,
+        false,
+        "workspace_is_writable_and_the_rest_is_read_only",
+    ) else {
+        return;
+    };
+    // A directory on the host's real file system (not under /tmp, which is
+    // private in the sandbox), outside the workspace.
+    let host_dir = e2e::host_tempdir();
+    let target = host_dir.path().join("escaped.txt");
+    // Beside the workspace, under /tmp: lands in the private /tmp at most.
+    let beside = fx.outside().join("beside.txt");
+    let script = format!(
+        "echo inside > made.txt && echo ok; echo x > {} || echo refused-outside; \
+         echo x > {}; touch /usr/x 2>/dev/null || echo refused-usr",
+        target.display(),
+        beside.display()
+    );
+    let out = fx.call_in(&env, "bash", &json!({"command": script}).to_string());
+    assert!(out.content.contains("ok\n"), "{}", out.content);
+    assert!(out.content.contains("refused-outside"), "{}", out.content);
+    assert!(
+        out.content.contains("Read-only file system"),
+        "{}",
+        out.content
+    );
+    assert!(out.content.contains("refused-usr"), "{}", out.content);
+    assert_eq!(fx.read("made.txt"), "inside\n");
+    assert!(!target.exists());
+    assert!(!beside.exists());
+}
+
+#[test]
+fn tmp_is_private() {
+    let fx = Fixture::new();
+    let Some(env) = sandbox(&fx, false, "tmp_is_private") else {
+        return;
+    };
+    let name = format!("tinyagent-sandbox-test-{}", std::process::id());
+    let script = format!("echo hidden > /tmp/{name} && cat /tmp/{name}");
+    let out = fx.call_in(&env, "bash", &json!({"command": script}).to_string());
+    assert_ok(&out);
+    assert_eq!(out.content, "hidden\n[exit code: 0]");
+    assert!(!std::path::Path::new("/tmp").join(&name).exists());
+}
+
+#[test]
+fn network_is_refused_unless_allowed() {
+    let fx = Fixture::new();
+    let Some(env) = sandbox(&fx, false, "network_is_refused_unless_allowed") else {
+        return;
+    };
+    // A loopback listener outside: reachable from the host, not from the sandbox.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let script = format!("(exec 3<>/dev/tcp/127.0.0.1/{port}) && echo connected || echo refused");
+    let args = json!({"command": script}).to_string();
+    let out = fx.call_in(&env, "bash", &args);
+    assert!(out.content.contains("refused"), "{}", out.content);
+    assert!(!out.content.contains("connected"), "{}", out.content);
+    let open = SandboxEnv::new(true).unwrap();
+    let out = fx.call_in(&open, "bash", &args);
+    assert!(out.content.contains("connected"), "{}", out.content);
+}
+
+#[test]
+fn timeout_kills_everything_inside() {
+    let fx = Fixture::new();
+    let Some(env) = sandbox(&fx, false, "timeout_kills_everything_inside") else {
+        return;
+    };
+    let out = fx.call_in(
+        &env,
+        "bash",
+        &json!({"command": "sleep 60 & echo started; wait", "timeout_ms": 300}).to_string(),
+    );
+    assert_tool_error(&out, "timed out after 300 ms");
+    assert!(out.content.starts_with("started\n"), "{}", out.content);
+    // No sleep started from this workspace survives on the host.
+    assert!(wait_until_no_sleepers(&fx.ws));
+}
+
+#[test]
+fn background_process_runs_in_the_sandbox_and_is_killed() {
+    let fx = Fixture::new();
+    let Some(env) = sandbox(
+        &fx,
+        false,
+        "background_process_runs_in_the_sandbox_and_is_killed",
+    ) else {
+        return;
+    };
+    let out = fx.call_in(
+        &env,
+        "bash",
+        &json!({"command": "touch /etc/bg-test 2>&1; exec sleep 60", "background": true})
+            .to_string(),
+    );
+    assert_ok(&out);
+    let [Event::ProcessStarted(rec)] = out.records.as_slice() else {
+        panic!("{:?}", out.records)
+    };
+    assert_eq!(rec.env, "sandbox");
+    let output = rec.output.clone().unwrap();
+    let mut text = String::new();
+    for _ in 0..1000 {
+        text = std::fs::read_to_string(&output).unwrap();
+        if !text.is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(text.contains("Read-only file system"), "{text}");
+    assert!(
+        wait_for_sleeper(&fx.ws),
+        "the sleep inside the sandbox did not start"
+    );
+    assert!(alive(rec.pid));
+    let out = fx.call_in(&env, "process", r#"{"action":"kill","id":"p1"}"#);
+    assert!(out.content.starts_with("Killed p1"), "{}", out.content);
+    assert!(wait_dead(rec.pid));
+    assert!(wait_until_no_sleepers(&fx.ws));
+}
+
+/// Host pids of `sleep` processes whose working directory is `ws`.
+fn sleepers_of(ws: &std::path::Path) -> Vec<u32> {
+    let ws = ws.canonicalize().unwrap();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).ok();
+        if comm.trim() == "sleep" && cwd.as_deref() == Some(ws.as_path()) && alive(pid) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+fn wait_for_sleeper(ws: &std::path::Path) -> bool {
+    for _ in 0..1000 {
+        if !sleepers_of(ws).is_empty() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    false
+}
+
+fn wait_until_no_sleepers(ws: &std::path::Path) -> bool {
+    for _ in 0..1000 {
+        if sleepers_of(ws).is_empty() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    false
+}
+
+#[test]
+fn background_process_outlives_the_thread_that_started_it() {
+    // PR_SET_PDEATHSIG (bubblewrap's --die-with-parent) follows the spawning
+    // *thread*; the agent runs tools on short-lived threads.
+    let fx = Fixture::new();
+    let Some(env) = sandbox(
+        &fx,
+        false,
+        "background_process_outlives_the_thread_that_started_it",
+    ) else {
+        return;
+    };
+    let rec = std::thread::scope(|s| {
+        s.spawn(|| {
+            fx.table
+                .start(
+                    &env,
+                    &fx.ws,
+                    "while true; do echo tick >> ticks; sleep 0.02; done",
+                    1,
+                )
+                .unwrap()
+        })
+        .join()
+        .unwrap()
+    });
+    let count = || {
+        std::fs::read_to_string(fx.ws.join("ticks"))
+            .map(|s| s.lines().count())
+            .unwrap_or(0)
+    };
+    let after_join = count();
+    let mut grew = false;
+    for _ in 0..1000 {
+        if count() > after_join + 2 {
+            grew = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(
+        grew,
+        "the sandboxed process died with the thread that started it"
+    );
+    fx.table.kill(&rec.id).unwrap();
+    assert!(wait_dead(rec.pid));
+}

@@ -1,0 +1,124 @@
+//! Helpers for end-to-end tests of the real binary.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+/// The tinyagent binary built for these tests.
+pub fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_tinyagent"))
+}
+
+/// A temp dir with a `ws` workspace inside and a log path beside it.
+pub struct Sandbox {
+    pub dir: tempfile::TempDir,
+}
+
+impl Sandbox {
+    pub fn new() -> Sandbox {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir(dir.path().join("ws")).expect("ws");
+        Sandbox { dir }
+    }
+    pub fn ws(&self) -> PathBuf {
+        self.dir.path().join("ws")
+    }
+    pub fn wal(&self) -> PathBuf {
+        self.dir.path().join("run.wal")
+    }
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+    /// A config file with fast retries (tests must not wait seconds).
+    pub fn fast_config(&self, extra: &str) -> PathBuf {
+        let p = self.path("tinyagent.toml");
+        std::fs::write(
+            &p,
+            format!("[model]\nmax_retries = 2\nretry_base_ms = 5\nrequest_timeout_s = 20\n{extra}"),
+        )
+        .expect("config");
+        p
+    }
+    /// `tinyagent run` against an OpenAI-compatible base URL.
+    pub fn run_cmd(&self, base_url: &str, task: &str) -> Command {
+        self.run_cmd_cfg(base_url, task, "")
+    }
+    /// Like `run_cmd`, with more TOML appended to the config.
+    pub fn run_cmd_cfg(&self, base_url: &str, task: &str, toml: &str) -> Command {
+        let mut c = Command::new(bin());
+        c.current_dir(self.dir.path())
+            .arg("run")
+            .arg("--base-url")
+            .arg(base_url)
+            .arg("--model")
+            .arg("test-model")
+            .arg("--wal")
+            .arg(self.wal())
+            .arg("--cwd")
+            .arg(self.ws())
+            .arg("--config")
+            .arg(self.fast_config(toml))
+            .arg(task)
+            .env_remove("OPENAI_API_KEY")
+            .stdin(Stdio::null());
+        c
+    }
+    pub fn resume_cmd(&self) -> Command {
+        let mut c = Command::new(bin());
+        c.current_dir(self.dir.path())
+            .arg("resume")
+            .arg(self.wal())
+            .env_remove("OPENAI_API_KEY")
+            .stdin(Stdio::null());
+        c
+    }
+}
+
+/// Runs and returns the output (never panics on a non-zero exit).
+pub fn output(mut c: Command) -> Output {
+    c.output().expect("run tinyagent")
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// `--json` stdout lines as JSON values.
+pub fn events(o: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad event line {l}: {e}")))
+        .collect()
+}
+
+/// Every file under `dir`, recursively (for secret scans).
+pub fn all_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+/// A temp directory on the host's real file system, outside any workspace
+/// and outside `/tmp` (which a sandbox replaces with a private one): where a
+/// write escaping the sandbox would land. A checkout under `/tmp` has its
+/// target dir there too, so `/var/tmp` is used then.
+pub fn host_tempdir() -> tempfile::TempDir {
+    let target_tmp = env!("CARGO_TARGET_TMPDIR");
+    let base = if target_tmp.starts_with("/tmp") {
+        "/var/tmp"
+    } else {
+        target_tmp
+    };
+    tempfile::tempdir_in(base).expect("host temp dir")
+}

@@ -1,0 +1,113 @@
+//! Prerequisites a test needs from the machine, and what happens when one
+//! is missing.
+//!
+//! A test whose prerequisite is missing skips loudly: it prints one line
+//! `SKIPPED: <test>: <why>` on stderr (past the harness's capture, so it
+//! shows in a plain `cargo test`) and returns. When the environment
+//! variable `TINYAGENT_REQUIRE` names the prerequisite (a comma-separated
+//! list, e.g. `TINYAGENT_REQUIRE=strace,bwrap,root,loop`), a missing one fails
+//! the test instead, so a machine that is meant to have it (CI) cannot pass
+//! by skipping.
+//!
+//! The names:
+//! - `strace`: strace is installed and may trace (ptrace permitted);
+//! - `bwrap`: bubblewrap is installed and can create a sandbox here;
+//! - `root`: the tests run as root;
+//! - `loop`: an ext4 image can be made and mounted on a loop device
+//!   (`losetup`, `mkfs.ext4`, `mount`, and `python3` for the shutdown ioctl).
+
+use std::io::Write;
+use std::path::Path;
+use std::process::Command;
+use tinyagent::tools::SandboxEnv;
+
+/// The variable that turns a missing prerequisite into a failure.
+pub const VAR: &str = "TINYAGENT_REQUIRE";
+
+/// The prerequisites this module knows.
+pub const NAMES: &[&str] = &["strace", "bwrap", "root", "loop"];
+
+/// True when `TINYAGENT_REQUIRE` names `what`.
+pub fn is_required(what: &str) -> bool {
+    let list = std::env::var(VAR).unwrap_or_default();
+    let names: Vec<&str> = list
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
+    for name in &names {
+        assert!(
+            NAMES.contains(name),
+            "{VAR} names {name:?}, which is not a prerequisite (known: {})",
+            NAMES.join(", ")
+        );
+    }
+    names.contains(&what)
+}
+
+/// Prerequisite `what` of `test` is missing because `why`: panics when
+/// `TINYAGENT_REQUIRE` names it, otherwise prints the `SKIPPED:` line. The
+/// caller returns right after.
+pub fn missing(what: &str, test: &str, why: &str) {
+    assert!(
+        !is_required(what),
+        "{test}: {why} ({VAR} names {what:?}, so this is a failure, not a skip)"
+    );
+    // Straight to the stderr handle, not eprintln!: the test harness
+    // captures the macros' output of a passing test, and a skip must show.
+    let _ = writeln!(
+        std::io::stderr(),
+        "SKIPPED: {test}: {why} (needs {what}; {VAR}={what} makes this a failure)"
+    );
+}
+
+/// What `check` found when prerequisite `what` is there; otherwise
+/// [`missing`] and `None`. Use as
+/// `let Some(()) = require("strace", "my_test", strace()) else { return };`.
+pub fn require<T>(what: &str, test: &str, check: Result<T, String>) -> Option<T> {
+    // Checks the list's names even when nothing is missing: a misspelt
+    // name would otherwise require nothing, silently.
+    is_required(what);
+    match check {
+        Ok(found) => Some(found),
+        Err(why) => {
+            missing(what, test, &why);
+            None
+        }
+    }
+}
+
+/// strace runs here and may trace (ptrace allowed).
+pub fn strace() -> Result<(), String> {
+    match Command::new("strace")
+        .args(["-qq", "-o", "/dev/null", "true"])
+        .output()
+    {
+        Err(e) => Err(format!("strace is not installed ({e})")),
+        Ok(o) if !o.status.success() => Err(format!(
+            "strace cannot trace here (ptrace not permitted?): {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        )),
+        Ok(_) => Ok(()),
+    }
+}
+
+/// The process runs as root (the owner of `/proc/self` is its effective uid).
+pub fn root() -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    match std::fs::metadata("/proc/self") {
+        Ok(m) if m.uid() == 0 => Ok(()),
+        Ok(m) => Err(format!("not root (uid {})", m.uid())),
+        Err(e) => Err(format!("cannot tell the uid: /proc/self: {e}")),
+    }
+}
+
+/// A bubblewrap sandbox that works on workspace `ws` (`network` as in
+/// [`SandboxEnv::new`]).
+pub fn bwrap(ws: &Path, network: bool) -> Result<SandboxEnv, String> {
+    let env =
+        SandboxEnv::new(network).map_err(|e| format!("sandbox tests need bubblewrap: {e}"))?;
+    env.check(ws)
+        .map_err(|e| format!("bubblewrap cannot create a sandbox on this machine: {e}"))?;
+    Ok(env)
+}
