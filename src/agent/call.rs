@@ -27,6 +27,15 @@ impl Agent {
         let mut hooks = Vec::new();
         if let Some(pre) = self.pre_hook(step, call) {
             hooks.push(pre.run);
+            if let Some(sig) = crate::signals::received() {
+                // Stopped while the pre hook ran: the call never starts.
+                let mut result = ToolResult::not_run(step, &call.id, &call.name);
+                result.signal = Some(crate::signals::name(sig).to_string());
+                result.hooks = hooks;
+                self.append(Event::ToolResult(result))?;
+                self.checkpoint_event(step);
+                return Ok(());
+            }
             if let Some(reason) = pre.blocked {
                 self.append(Event::HookBlocked(HookBlocked {
                     step,
@@ -40,15 +49,6 @@ impl Agent {
                 self.checkpoint_event(step);
                 return Ok(());
             }
-        }
-        if let Some(sig) = crate::signals::received() {
-            // Stopped while the pre hook ran: the call never starts.
-            let mut result = ToolResult::not_run(step, &call.id, &call.name);
-            result.signal = Some(crate::signals::name(sig).to_string());
-            result.hooks = hooks;
-            self.append(Event::ToolResult(result))?;
-            self.checkpoint_event(step);
-            return Ok(());
         }
         // A re-run call's `tool.started` is already durable: the intent is
         // the same call's, so it is not written twice. A foreground command

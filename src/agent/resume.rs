@@ -26,6 +26,33 @@ pub struct StopInfo {
     pub message: Option<String>,
     /// The signal that stopped the run (`SIGINT`...), when one did.
     pub signal: Option<String>,
+    /// Processes of interrupted calls already stopped by [`stop_leftovers`].
+    pub stopped: Vec<StoppedProcess>,
+}
+
+/// Nothing of an interrupted call may act once the resumed run has told the
+/// model anything: SIGKILLs what is left of the process group of every
+/// pending call whose `tool.started` recorded one (see
+/// [`group::survivors`]: a recycled pid is never hit). Resume calls this as
+/// soon as the log is open, before anything else.
+pub fn stop_leftovers(state: &crate::session::State) -> Vec<StoppedProcess> {
+    let mut stopped = Vec::new();
+    for call in &state.pending {
+        if let Some(p) = &call.process {
+            let group = ProcessGroup {
+                pid: p.pid,
+                start_time: p.start_time,
+            };
+            for found in group::kill_survivors(&group) {
+                stopped.push(StoppedProcess {
+                    call_id: call.id.clone(),
+                    pid: found.pid,
+                    pgid: found.pgid,
+                });
+            }
+        }
+    }
+    stopped
 }
 
 /// Is `pid` still the process that was recorded (same start time, not a
@@ -37,29 +64,15 @@ pub fn process_alive(info: &ProcessInfo) -> bool {
 
 impl Agent {
     /// Closes every open end of the log and appends the `resume` record.
-    pub fn recover(&mut self, stop: StopInfo) -> Result<(), AgentError> {
+    pub fn recover(&mut self, mut stop: StopInfo) -> Result<(), AgentError> {
         self.record_missing_plan_update()?;
         // The mirror may be behind the log (a stop before it was written).
         self.write_plan_file();
         let pending = self.state().pending.clone();
-        // Nothing of an interrupted call may act once the model has been
-        // told about it: what is left of its process group is stopped first.
-        let mut stopped = Vec::new();
-        for call in &pending {
-            if let Some(p) = &call.process {
-                let group = ProcessGroup {
-                    pid: p.pid,
-                    start_time: p.start_time,
-                };
-                for found in group::kill_survivors(&group) {
-                    stopped.push(StoppedProcess {
-                        call_id: call.id.clone(),
-                        pid: found.pid,
-                        pgid: found.pgid,
-                    });
-                }
-            }
-        }
+        // Stopped already (the caller did it as soon as the log was open);
+        // this catches what the caller could not.
+        let mut stopped = std::mem::take(&mut stop.stopped);
+        stopped.extend(stop_leftovers(self.state()));
         let mut interrupted = Vec::new();
         let mut not_run = Vec::new();
         let mut rerun = Vec::new();

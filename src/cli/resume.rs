@@ -34,7 +34,10 @@ fn is_trajectory(path: &Path) -> bool {
         return false;
     }
     let line = first.strip_suffix(b"\n").unwrap_or(&first);
-    first.first() == Some(&b'{') && tinyagent_store::wal::frame::check_crc(line).is_err()
+    // A log's first line starts with its seq, even when it is torn.
+    first.first() == Some(&b'{')
+        && !first.starts_with(b"{\"seq\":")
+        && tinyagent_store::wal::frame::check_crc(line).is_err()
 }
 
 /// A trajectory read into memory, not yet written as a log.
@@ -383,6 +386,7 @@ pub async fn resume(args: &ResumeArgs) -> Result<i32, CliError> {
     };
     let stopped_at = mtime(&wal);
     let (store, report) = Store::open(&wal, options)?;
+    let stopped = crate::agent::resume::stop_leftovers(store.state());
     let run = store.state().run.clone().ok_or_else(|| {
         refuse(format!(
             "{}: the log has no run.started record",
@@ -425,6 +429,7 @@ pub async fn resume(args: &ResumeArgs) -> Result<i32, CliError> {
         limits,
         message: args.message.clone(),
         signal,
+        stopped,
     })?;
     let result = agent.run().await;
     agent.close();

@@ -14,6 +14,7 @@ mod store_snapshot;
 mod torture_faults;
 mod torture_input;
 mod torture_kill;
+mod torture_leftovers;
 mod torture_powercut;
 mod torture_reader;
 mod wal_crash;
