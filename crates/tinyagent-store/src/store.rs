@@ -21,7 +21,7 @@ use crate::wal::WalError;
 use crate::wal::reader::{RecordPos, ScanReport, TornTail, check_record_at, scan};
 use crate::wal::writer::{IoStats, LockedLog, WalWriter};
 use crate::{Fold, Record};
-use std::io::{Seek, SeekFrom};
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 /// Default records between background snapshots.
@@ -259,8 +259,14 @@ fn full_replay<R: Record, S: Fold<R>>(path: &Path) -> Result<(S, ScanReport), St
     Ok((state, report))
 }
 
-/// Copies `[tail.offset, EOF)` of `path` into a new `<wal>.torn-<offset>`
-/// file and makes it durable.
+/// Copies `[tail.offset, tail.offset + tail.bytes)` of `path` into a new
+/// `<wal>.torn-<offset>` file and makes it durable.
+///
+/// The copy goes through one 64 KiB buffer, so a torn tail of any size costs
+/// 64 KiB of memory; a buffer of zeros is skipped with a seek rather than
+/// written, so a tail that is a hole (a file extended but never written, as
+/// a crash can leave) stays a hole in the copy instead of filling the disk.
+/// The copy reads back byte for byte the same.
 fn save_torn(path: &Path, tail: &TornTail) -> Result<PathBuf, StoreError> {
     let mut src =
         std::fs::File::open(path).map_err(io_err(format!("could not open {}", path.display())))?;
@@ -281,10 +287,39 @@ fn save_torn(path: &Path, tail: &TornTail) -> Result<PathBuf, StoreError> {
         }
     };
     let ctx = format!("could not save the torn tail to {}", dst_path.display());
-    std::io::copy(&mut src, &mut dst).map_err(io_err(ctx.clone()))?;
+    copy_keeping_holes(&mut src.take(tail.bytes), &mut dst).map_err(io_err(ctx.clone()))?;
     dst.sync_all().map_err(io_err(ctx.clone()))?;
     sync_parent_dir(&dst_path).map_err(io_err(ctx))?;
     Ok(dst_path)
+}
+
+/// Size of the one buffer [`save_torn`] copies through.
+const COPY_BUF: usize = 64 << 10;
+
+/// Copies `src` to the start of the empty file `dst` through one
+/// [`COPY_BUF`] buffer, seeking over buffers of zeros (see [`save_torn`]);
+/// returns the bytes copied.
+fn copy_keeping_holes(src: &mut impl Read, dst: &mut std::fs::File) -> std::io::Result<u64> {
+    static ZEROS: [u8; COPY_BUF] = [0; COPY_BUF];
+    let mut buf = vec![0u8; COPY_BUF];
+    let mut total = 0u64;
+    loop {
+        let n = match src.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        total += n as u64;
+        if buf[..n] == ZEROS[..n] {
+            dst.seek(SeekFrom::Start(total))?;
+        } else {
+            dst.write_all(&buf[..n])?;
+        }
+    }
+    // A trailing hole: the seek alone does not make the file longer.
+    dst.set_len(total)?;
+    Ok(total)
 }
 
 fn spawn_snapshots<R: Record, S: Fold<R>>(
@@ -675,5 +710,34 @@ mod tests {
         let (s, report) = SumStore::open(&p, no_snapshots()).unwrap();
         assert_eq!((s.state(), report.replayed), (&full, 0));
         assert_eq!(report.snapshot.map(|s| s.seq), Some(5));
+    }
+
+    #[test]
+    fn a_torn_tail_copy_keeps_every_byte_and_leaves_holes_holes() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("t.bin");
+        let mut bytes = b"head".to_vec();
+        bytes.resize(4 + 3 * COPY_BUF + 17, 0);
+        bytes.extend_from_slice(b"middle");
+        bytes.resize(bytes.len() + 2 * COPY_BUF, 0);
+        std::fs::write(&p, &bytes).unwrap();
+        let f = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+        f.set_len(bytes.len() as u64 + (64 << 20)).unwrap();
+        drop(f);
+        let tail = TornTail {
+            offset: 2,
+            bytes: std::fs::metadata(&p).unwrap().len() - 2,
+        };
+        let kept = save_torn(&p, &tail).unwrap();
+        let copy = std::fs::read(&kept).unwrap();
+        let orig = std::fs::read(&p).unwrap();
+        assert_eq!(copy.len() as u64, tail.bytes);
+        assert!(copy == orig[2..], "the copy differs");
+        let blocks = std::fs::metadata(&kept).unwrap().blocks();
+        assert!(
+            blocks * 512 < 1 << 20,
+            "{blocks} blocks for a mostly empty copy"
+        );
     }
 }
