@@ -3,7 +3,7 @@
 //! `<wal>.snapshot` is one header line of JSON, then the body:
 //!
 //! ```text
-//! {"format":"tinyagent-snapshot","version":1,"seq":1000,"offset":123456,"record_offset":123300,"crc":"1c291ca3","body_len":98765,"body_crc":"9f0e1d2c"}\n
+//! {"format":"tinyagent-snapshot","version":1,"seq":1000,"offset":123456,"record_offset":123300,"crc":"1c291ca3","body_len":98765,"body_crc":"9f0e1d2c","header_crc":"4e15aee0"}\n
 //! <body_len bytes: serde_json of the state (the Fold)>
 //! ```
 //!
@@ -753,5 +753,31 @@ mod tests {
                 }
             )
         );
+    }
+
+    /// The example in the module docs and docs/format.md, checked.
+    #[test]
+    fn the_documented_header_crc_is_the_crc_of_the_documented_binding() {
+        let h = SnapshotHeader {
+            format: SNAPSHOT_FORMAT.to_string(),
+            version: 1,
+            seq: 1000,
+            offset: 123_456,
+            record_offset: 123_300,
+            crc: "1c291ca3".to_string(),
+            body_len: 98765,
+            body_crc: "9f0e1d2c".to_string(),
+            header_crc: Some("4e15aee0".to_string()),
+        };
+        assert_eq!(
+            h.binding(),
+            "tinyagent-snapshot 1 1000 123300 123456 1c291ca3 98765 9f0e1d2c"
+        );
+        h.check_binding().unwrap();
+        let edited = SnapshotHeader { seq: 999, ..h };
+        assert!(matches!(
+            edited.check_binding(),
+            Err(SnapshotError::Damaged(_))
+        ));
     }
 }
