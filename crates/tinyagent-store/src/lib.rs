@@ -20,8 +20,9 @@
 //! syncs ([`wal::fs::FaultPlan`]).
 //!
 //! [`snapshot`] writes the state beside the log atomically, keeps the
-//! previous snapshot as `.bak`, reads snapshots back only when their own
-//! checksum holds, and runs the background [`snapshot::SnapshotWriter`]
+//! previous snapshot as `.bak`, reads snapshots back only when they are
+//! regular files of bounded size whose checksums (body, and header bound to
+//! body) hold, and runs the background [`snapshot::SnapshotWriter`]
 //! thread that keeps a mirror of the state and snapshots it every N records.
 //!
 //! [`store`] is the one door to the disk: [`Store::create`],

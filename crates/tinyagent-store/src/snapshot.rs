@@ -3,18 +3,33 @@
 //! `<wal>.snapshot` is one header line of JSON, then the body:
 //!
 //! ```text
-//! {"format":"tinyagent-snapshot","version":1,"seq":1000,"offset":123456,"record_offset":123300,"crc":"1c291ca3","body_len":98765,"body_crc":"9f0e1d2c"}\n
+//! {"format":"tinyagent-snapshot","version":1,"seq":1000,"offset":123456,"record_offset":123300,"crc":"1c291ca3","body_len":98765,"body_crc":"9f0e1d2c","header_crc":"4e15aee0"}\n
 //! <body_len bytes: serde_json of the state (the Fold)>
 //! ```
 //!
 //! `seq`, `crc`, `record_offset` and `offset` name the last record the state
 //! covers (its seq, crc, first byte and the byte just past its newline);
-//! `body_crc` is the CRC-32 of the body. A snapshot is written to a temp file
+//! `body_crc` is the CRC-32 of the body and `header_crc` the CRC-32 of
+//! [`SnapshotHeader::binding`], a line of every other header member
+//! (`body_crc` included), which binds the body to the record it claims to
+//! cover: a header from one snapshot over the body of another fails one of the
+//! two. A snapshot is written to a temp file
 //! in the same directory (`<wal>.snapshot.tmp-<pid>-<n>`), fsync'd, the
 //! current `.snapshot` is hard-linked to `.snapshot.bak`, the temp file is
 //! renamed over `.snapshot` and the directory is fsync'd. There is a valid
 //! `.snapshot` at every instant; a crash leaves at worst a stray temp file,
 //! which [`clean_stray`] deletes when the log is next opened for writing.
+//!
+//! # Reading is checking
+//!
+//! A snapshot is opened with `O_NOFOLLOW|O_NONBLOCK` (a symlink is refused, a
+//! FIFO cannot block), must be a regular file (lstat before the open, fstat
+//! after it, the same inode both times) no larger than [`size_cap`] of its
+//! log, and at most that many bytes are read. Then the header must parse and
+//! name a record, the body must have `body_len` bytes and `body_crc`, and
+//! `header_crc` must hold. Snapshots written before `header_crc` existed
+//! (same format, version 1, no such member) are still read with the body
+//! check they always had; see [`SnapshotHeader::header_crc`].
 //!
 //! The [`SnapshotWriter`] is a thread with its own mirror of the state (a
 //! [`Fold`]): the store sends it every appended record after it is durable (a move, no clone, no
@@ -60,9 +75,52 @@ pub struct SnapshotHeader {
     pub crc: String,
     pub body_len: u64,
     pub body_crc: String,
+    /// CRC-32 (8 hex digits) of [`SnapshotHeader::binding`]. Every snapshot
+    /// this crate writes has it. `None` only in a snapshot written by an
+    /// older binary (the checked-in previous-format fixture is one): the
+    /// version stays 1 so that those keep loading and so that an older
+    /// binary still reads a newer snapshot (it ignores the member), and such
+    /// a header is checked as it always was, body length and crc only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub header_crc: Option<String>,
 }
 
 impl SnapshotHeader {
+    /// The text `header_crc` is the CRC-32 of: every other member, in order,
+    /// one space between them, numbers in decimal, crcs as written, e.g.
+    /// `tinyagent-snapshot 1 1000 123300 123456 1c291ca3 98765 9f0e1d2c`.
+    /// `body_crc` is in it, so the crc binds the body to the covered record.
+    #[must_use]
+    pub fn binding(&self) -> String {
+        format!(
+            "{} {} {} {} {} {} {} {}",
+            self.format,
+            self.version,
+            self.seq,
+            self.record_offset,
+            self.offset,
+            self.crc,
+            self.body_len,
+            self.body_crc
+        )
+    }
+
+    /// Whether `header_crc` holds (a header without one passes: see the
+    /// member's docs).
+    fn check_binding(&self) -> Result<(), SnapshotError> {
+        let Some(stored) = &self.header_crc else {
+            return Ok(());
+        };
+        let computed = format!("{:08x}", crc32fast::hash(self.binding().as_bytes()));
+        if *stored == computed {
+            Ok(())
+        } else {
+            Err(SnapshotError::Damaged(format!(
+                "header crc is {computed}, header says {stored}: the header and body do not belong together"
+            )))
+        }
+    }
+
     /// The covered record, if the header is self-consistent.
     fn covered(&self) -> Result<RecordPos, SnapshotError> {
         let damaged = |why: &str| Err(SnapshotError::Damaged(why.to_string()));
@@ -165,7 +223,7 @@ pub fn clean_stray(wal: &Path) -> std::io::Result<Vec<PathBuf>> {
 /// Writes a snapshot of `state`, which covers the log up to and including
 /// `covered`, atomically (see the module docs), calling `before_swap` once
 /// the temp file is written and synced (the crash seam).
-fn write<S: Serialize>(
+pub(crate) fn write<S: Serialize>(
     wal: &Path,
     state: &S,
     covered: &RecordPos,
@@ -181,6 +239,14 @@ fn write<S: Serialize>(
         crc: format!("{:08x}", covered.crc),
         body_len: body.len() as u64,
         body_crc: format!("{:08x}", crc32fast::hash(&body)),
+        header_crc: None,
+    };
+    let header = SnapshotHeader {
+        header_crc: Some(format!(
+            "{:08x}",
+            crc32fast::hash(header.binding().as_bytes())
+        )),
+        ..header
     };
     let mut bytes = serde_json::to_vec(&header)?;
     bytes.push(b'\n');
@@ -224,21 +290,131 @@ fn write<S: Serialize>(
     })
 }
 
-fn read_checked(path: &Path) -> Result<(SnapshotHeader, Vec<u8>), SnapshotError> {
-    let bytes = std::fs::read(path).map_err(|e| match e.kind() {
+/// The smallest [`size_cap`]: 64 MiB.
+pub const MIN_SIZE_CAP: u64 = 64 << 20;
+
+/// Longest header line read (a real one is under 300 bytes).
+const MAX_HEADER_LEN: usize = 4096;
+
+/// The largest snapshot believed beside a log of `log_len` bytes:
+/// `max(64 MiB, 4 × log_len)`.
+///
+/// A snapshot's body is the state the log's records fold to, serialised as
+/// JSON, and the records are in the log as JSON too, so a state is rarely
+/// larger than the log it was folded from; four times the log leaves room
+/// for a fold that keeps derived copies and re-escapes text, and the 64 MiB
+/// floor covers small logs with a large state. A snapshot over the cap is
+/// skipped with a warning before one byte of it is read, which costs a
+/// replay, never a wrong state; without a cap a sparse multi-gigabyte file
+/// planted as `<wal>.snapshot` would be read into memory whole.
+#[must_use]
+pub fn size_cap(log_len: u64) -> u64 {
+    MIN_SIZE_CAP.max(log_len.saturating_mul(4))
+}
+
+/// The cap for a snapshot file named `<wal>.snapshot` or
+/// `<wal>.snapshot.bak`: [`size_cap`] of that log (64 MiB when the name is
+/// neither or the log is gone).
+fn cap_beside(path: &Path) -> u64 {
+    let log = path.to_str().and_then(|p| {
+        p.strip_suffix(".snapshot.bak")
+            .or_else(|| p.strip_suffix(".snapshot"))
+    });
+    let log_len = log
+        .and_then(|l| std::fs::metadata(l).ok())
+        .filter(std::fs::Metadata::is_file)
+        .map_or(0, |m| m.len());
+    size_cap(log_len)
+}
+
+/// Opens a snapshot only if it is a regular file of at most `cap` bytes
+/// (see the module docs) and reads it whole.
+fn read_bounded(path: &Path, cap: u64) -> Result<Vec<u8>, SnapshotError> {
+    use nix::fcntl::OFlag;
+    use std::io::Read;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let damaged = |why: &str| SnapshotError::Damaged(why.to_string());
+    let io = |e: std::io::Error| match e.kind() {
         ErrorKind::NotFound => SnapshotError::Missing {
             path: path.to_path_buf(),
         },
+        _ if e.raw_os_error() == Some(nix::errno::Errno::ELOOP as i32) => {
+            damaged("it is a symbolic link; refused")
+        }
         _ => io_err(format!("could not read {}", path.display()))(e),
-    })?;
+    };
+    // lstat first: a FIFO, device or socket is refused without being opened.
+    let before = std::fs::symlink_metadata(path).map_err(io)?;
+    if before.file_type().is_symlink() {
+        return Err(damaged("it is a symbolic link; refused"));
+    }
+    if !before.is_file() {
+        return Err(damaged("not a regular file; refused"));
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags((OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK).bits())
+        .open(path)
+        .map_err(io)?;
+    let meta = file.metadata().map_err(io)?;
+    if !meta.is_file() || meta.dev() != before.dev() || meta.ino() != before.ino() {
+        return Err(damaged(
+            "replaced by something other than a regular file while opened; refused",
+        ));
+    }
+    if meta.len() > cap {
+        return Err(SnapshotError::Damaged(format!(
+            "{} bytes, over the {cap}-byte limit for this log; refused unread",
+            meta.len()
+        )));
+    }
+    // `take` keeps the bound even if the file grows after the fstat.
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    file.take(cap).read_to_end(&mut bytes).map_err(io)?;
+    Ok(bytes)
+}
+
+/// A snapshot whose file, header and body length and crc were checked, not
+/// yet `header_crc` (see [`Checked::check_binding`]) nor the body's JSON.
+pub(crate) struct Checked {
+    header: SnapshotHeader,
+    covered: RecordPos,
+    body: Vec<u8>,
+}
+
+impl Checked {
+    /// The record the snapshot claims to cover.
+    pub(crate) fn covered(&self) -> RecordPos {
+        self.covered
+    }
+
+    /// Checks `header_crc`. The store checks the covered record against the
+    /// log first, so that a snapshot of another log or a stale one is
+    /// reported as that.
+    pub(crate) fn check_binding(&self) -> Result<(), SnapshotError> {
+        self.header.check_binding()
+    }
+
+    /// Decodes the body (call after [`Checked::check_binding`]).
+    pub(crate) fn decode<S: serde::de::DeserializeOwned>(self) -> Result<S, SnapshotError> {
+        serde_json::from_slice(&self.body)
+            .map_err(|e| SnapshotError::Damaged(format!("bad body: {e}")))
+    }
+}
+
+/// Reads a snapshot of at most `cap` bytes and checks its file, header, body
+/// length and body crc.
+pub(crate) fn read_unbound(path: &Path, cap: u64) -> Result<Checked, SnapshotError> {
+    let mut bytes = read_bounded(path, cap)?;
     let damaged = |why: String| SnapshotError::Damaged(why);
     let nl = bytes
         .iter()
+        .take(MAX_HEADER_LEN + 1)
         .position(|b| *b == b'\n')
         .ok_or_else(|| damaged("no header line".to_string()))?;
     let header: SnapshotHeader =
         serde_json::from_slice(&bytes[..nl]).map_err(|e| damaged(format!("bad header: {e}")))?;
-    header.covered()?;
+    let covered = header.covered()?;
     let body = &bytes[nl + 1..];
     if body.len() as u64 != header.body_len {
         return Err(damaged(format!(
@@ -254,28 +430,55 @@ fn read_checked(path: &Path) -> Result<(SnapshotHeader, Vec<u8>), SnapshotError>
             header.body_crc
         )));
     }
-    let body = body.to_vec();
-    Ok((header, body))
+    bytes.drain(..=nl);
+    Ok(Checked {
+        header,
+        covered,
+        body: bytes,
+    })
 }
 
-/// Reads and checks a snapshot file: the covered record and the state.
+/// Reads a snapshot of at most `cap` bytes and checks all of it but the
+/// log: the file, the header, the body's length and crc, `header_crc`.
+///
+/// # Errors
+/// [`SnapshotError::Missing`], an I/O error, or why it is refused.
+pub fn read_within<S: serde::de::DeserializeOwned>(
+    path: &Path,
+    cap: u64,
+) -> Result<(RecordPos, S), SnapshotError> {
+    let checked = read_unbound(path, cap)?;
+    checked.check_binding()?;
+    let covered = checked.covered();
+    Ok((covered, checked.decode()?))
+}
+
+/// Reads and checks a snapshot file: the covered record and the state
+/// ([`read_within`] with the [`size_cap`] of the log it sits beside).
 ///
 /// # Errors
 /// [`SnapshotError::Missing`], an I/O error, or why it is damaged.
 pub fn read<S: serde::de::DeserializeOwned>(path: &Path) -> Result<(RecordPos, S), SnapshotError> {
-    let (header, body) = read_checked(path)?;
-    let state: S = serde_json::from_slice(&body)
-        .map_err(|e| SnapshotError::Damaged(format!("bad body: {e}")))?;
-    Ok((header.covered()?, state))
+    read_within(path, cap_beside(path))
 }
 
-/// Reads and checks a snapshot file (header and body crc) without decoding
-/// the state: what inspect needs.
+/// Reads and checks a snapshot file (everything [`read`] checks) without
+/// decoding the state: what inspect needs.
 ///
 /// # Errors
 /// As [`read`].
 pub fn read_header(path: &Path) -> Result<RecordPos, SnapshotError> {
-    read_checked(path)?.0.covered()
+    read_header_within(path, cap_beside(path))
+}
+
+/// [`read_header`] with an explicit size cap.
+///
+/// # Errors
+/// As [`read`].
+pub fn read_header_within(path: &Path, cap: u64) -> Result<RecordPos, SnapshotError> {
+    let checked = read_unbound(path, cap)?;
+    checked.check_binding()?;
+    Ok(checked.covered())
 }
 
 /// Called on the snapshot writer thread with the seq about to be
@@ -550,5 +753,31 @@ mod tests {
                 }
             )
         );
+    }
+
+    /// The example in the module docs and docs/format.md, checked.
+    #[test]
+    fn the_documented_header_crc_is_the_crc_of_the_documented_binding() {
+        let h = SnapshotHeader {
+            format: SNAPSHOT_FORMAT.to_string(),
+            version: 1,
+            seq: 1000,
+            offset: 123_456,
+            record_offset: 123_300,
+            crc: "1c291ca3".to_string(),
+            body_len: 98765,
+            body_crc: "9f0e1d2c".to_string(),
+            header_crc: Some("4e15aee0".to_string()),
+        };
+        assert_eq!(
+            h.binding(),
+            "tinyagent-snapshot 1 1000 123300 123456 1c291ca3 98765 9f0e1d2c"
+        );
+        h.check_binding().unwrap();
+        let edited = SnapshotHeader { seq: 999, ..h };
+        assert!(matches!(
+            edited.check_binding(),
+            Err(SnapshotError::Damaged(_))
+        ));
     }
 }

@@ -15,6 +15,16 @@
 use crate::Record;
 use serde::Deserialize;
 
+/// The longest line (newline included) a log may hold: 16 MiB.
+///
+/// [`encode`] refuses a longer record before anything is written, and the
+/// reader takes a longer line for damage without holding more than this
+/// much of it, so reading stays within the contract's memory bound (the
+/// state plus 64 MB) whatever the file holds: a multi-gigabyte torn tail
+/// never becomes a multi-gigabyte buffer. tinyagent's records are far
+/// smaller (tool output is capped at tens of kilobytes).
+pub const MAX_LINE_LEN: usize = 16 << 20;
+
 /// Length of the `,"crc":"hhhhhhhh"}` suffix.
 const CRC_SUFFIX_LEN: usize = 18;
 const CRC_PREFIX: &[u8] = b",\"crc\":\"";
@@ -73,7 +83,8 @@ fn parse_hex(bytes: &[u8]) -> Option<u32> {
 ///
 /// # Errors
 /// When the record does not serialise, or not to `{"type":"<kind>",...}`
-/// (see [`Record`]); nothing is appended to `out` then.
+/// (see [`Record`]), or the line would be longer than [`MAX_LINE_LEN`];
+/// nothing is appended to `out` then.
 pub fn encode<R: Record>(
     seq: u64,
     prev: u32,
@@ -108,6 +119,13 @@ pub fn encode<R: Record>(
     out.extend_from_slice(CRC_PREFIX);
     out.extend_from_slice(crc_hex(crc).as_bytes());
     out.extend_from_slice(b"\"}\n");
+    let len = out.len() - start;
+    if len > MAX_LINE_LEN {
+        out.truncate(start);
+        return Err(<serde_json::Error as serde::ser::Error>::custom(format!(
+            "a {kind:?} record of {len} bytes is over the {MAX_LINE_LEN}-byte limit of a log line"
+        )));
+    }
     Ok(crc)
 }
 
@@ -218,5 +236,21 @@ mod tests {
         let mut out = b"keep".to_vec();
         assert!(encode(1, 0, "t", &Flat { n: 1 }, &mut out).is_err());
         assert_eq!(out, b"keep");
+    }
+
+    #[test]
+    fn a_record_over_the_line_limit_is_refused_and_nothing_is_appended() {
+        let mut out = b"kept".to_vec();
+        let big = Rec::Note {
+            text: "x".repeat(MAX_LINE_LEN),
+        };
+        let e = encode(1, 0, "t", &big, &mut out).unwrap_err();
+        assert!(e.to_string().contains("limit"), "{e}");
+        assert_eq!(out, b"kept");
+        let fits = Rec::Note {
+            text: "x".repeat(MAX_LINE_LEN - 200),
+        };
+        encode(1, 0, "t", &fits, &mut out).unwrap();
+        assert!(out.len() - 4 <= MAX_LINE_LEN);
     }
 }

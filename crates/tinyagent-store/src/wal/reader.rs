@@ -1,8 +1,11 @@
 //! The streaming log reader: tells a torn tail from corruption.
 //!
-//! [`scan`] reads the log one line at a time through a `BufReader`, so memory
-//! is bounded by the longest line, never by the file. It never modifies the
-//! file. The rules (also in `docs/format.md`):
+//! [`scan`] reads the log one line at a time through a `BufReader`. It holds
+//! at most [`MAX_LINE_LEN`] bytes of a line (one and a half times that while
+//! reading): a longer line cannot be a record, and only its last
+//! [`MAX_LINE_LEN`] bytes can hold the start of one, so memory is bounded
+//! whatever the file holds (a multi-gigabyte torn tail included). It never
+//! modifies the file. The rules (also in `docs/format.md`):
 //!
 //! 1. A line is *good* when it ends with `\n`, its crc checks, its JSON
 //!    decodes into a record, its `seq` is the previous seq + 1 (1 for the
@@ -22,11 +25,11 @@
 //! offset of the bad line and a reason naming what failed.
 
 use super::WalError;
-use super::frame::{Frame, check_crc, decode};
+use super::frame::{Frame, MAX_LINE_LEN, check_crc, decode};
 use crate::Record;
 use serde::{Deserialize, Serialize};
 use std::fs::File;
-use std::io::{BufRead, BufReader, ErrorKind, Seek, SeekFrom};
+use std::io::{BufRead, BufReader, ErrorKind, Read, Seek, SeekFrom};
 use std::path::Path;
 
 /// Where one record sits in the log.
@@ -91,6 +94,45 @@ impl ScanReport {
     }
 }
 
+/// How [`read_line`] read one line.
+#[derive(Debug, Clone, Copy)]
+struct LineRead {
+    /// The line's length in the file (its newline included, if any).
+    len: u64,
+    /// How many of its first bytes are not in the buffer (0 unless the line
+    /// is longer than [`MAX_LINE_LEN`]).
+    dropped: u64,
+}
+
+/// Bytes [`read_line`] asks the reader for at a time.
+const READ_STEP: u64 = 1 << 20;
+
+/// Reads one line (through its `\n`, or to end of file) into `line`,
+/// keeping only its last [`MAX_LINE_LEN`] bytes when it is longer, and never
+/// more than one and a half times that while reading.
+fn read_line(r: &mut impl BufRead, line: &mut Vec<u8>) -> std::io::Result<LineRead> {
+    line.clear();
+    let mut got = LineRead { len: 0, dropped: 0 };
+    loop {
+        let n = r.by_ref().take(READ_STEP).read_until(b'\n', line)?;
+        got.len += n as u64;
+        let done = n == 0 || line.ends_with(b"\n");
+        let keep = if done {
+            MAX_LINE_LEN
+        } else {
+            MAX_LINE_LEN + MAX_LINE_LEN / 2
+        };
+        if line.len() > keep {
+            let cut = line.len() - MAX_LINE_LEN;
+            line.drain(..cut);
+            got.dropped += cut as u64;
+        }
+        if done {
+            return Ok(got);
+        }
+    }
+}
+
 fn open(path: &Path) -> Result<File, WalError> {
     File::open(path).map_err(|e| match e.kind() {
         ErrorKind::NotFound => WalError::NotFound {
@@ -134,13 +176,18 @@ pub fn scan<R: Record>(
     loop {
         let start = report.valid_bytes;
         let expect_seq = report.next_seq();
-        line.clear();
-        let n = r.read_until(b'\n', &mut line).map_err(read_err)?;
-        if n == 0 {
+        let got = read_line(&mut r, &mut line).map_err(read_err)?;
+        if got.len == 0 {
             report.file_len = report.file_len.max(start);
             return Ok(report);
         }
-        let bad = if line.ends_with(b"\n") {
+        let n = line.len();
+        let bad = if got.dropped > 0 {
+            format!(
+                "a line of {} bytes, longer than any record ({MAX_LINE_LEN} bytes at most)",
+                got.len
+            )
+        } else if line.ends_with(b"\n") {
             match decode(&line[..n - 1]) {
                 Ok(frame) => {
                     let pos = RecordPos {
@@ -168,7 +215,8 @@ pub fn scan<R: Record>(
         } else {
             "incomplete line (no newline at end of file)".to_string()
         };
-        return finish_bad(&mut r, &line, start, expect_seq, &bad, report).map_err(read_err);
+        return finish_bad(&mut r, &mut line, got, start, expect_seq, &bad, report)
+            .map_err(read_err);
     }
 }
 
@@ -195,10 +243,11 @@ fn chain_error<R>(frame: &Frame<R>, last: Option<&RecordPos>) -> Option<String> 
     None
 }
 
-/// Offset (within `piece`) of a crc-valid record that starts after byte 0.
-fn embedded_record(piece: &[u8]) -> Option<usize> {
+/// Offset (within `piece`) of a crc-valid record that starts at or after
+/// byte `from` and ends at the end of `piece` (its newline aside).
+fn embedded_record(piece: &[u8], from: usize) -> Option<usize> {
     const START: &[u8] = b"{\"seq\":";
-    (1..piece.len().saturating_sub(START.len() - 1))
+    (from..piece.len().saturating_sub(START.len() - 1))
         .filter(|&p| piece[p..].starts_with(START))
         .find(|&p| {
             let rest = &piece[p..];
@@ -207,11 +256,30 @@ fn embedded_record(piece: &[u8]) -> Option<usize> {
         })
 }
 
-/// Decides between torn tail and corruption for a bad line at `start`: looks
-/// for a crc-valid record inside it and on every later line.
+/// Where in `piece` (a line as [`read_line`] kept it) a crc-valid record
+/// starts, as an offset from the line's first byte: the whole line when it
+/// is all there and `whole` is set, else one starting inside it. A record is
+/// never longer than [`MAX_LINE_LEN`], so the bytes [`read_line`] dropped
+/// cannot hold the start of one.
+fn record_in(piece: &[u8], got: LineRead, whole: bool) -> Option<u64> {
+    if got.dropped == 0 {
+        let body = piece.strip_suffix(b"\n").unwrap_or(piece);
+        if whole && check_crc(body).is_ok() {
+            return Some(0);
+        }
+        embedded_record(piece, 1).map(|p| p as u64)
+    } else {
+        embedded_record(piece, 0).map(|p| got.dropped + p as u64)
+    }
+}
+
+/// Decides between torn tail and corruption for a bad line at `start`
+/// (held in `line`, read as `got`): looks for a crc-valid record inside it
+/// and on every later line.
 fn finish_bad(
     r: &mut BufReader<File>,
-    bad_line: &[u8],
+    line: &mut Vec<u8>,
+    got: LineRead,
     start: u64,
     expect_seq: u64,
     bad: &str,
@@ -224,16 +292,14 @@ fn finish_bad(
             reason: format!("{bad}; a valid record follows at byte {at}"),
         });
     };
-    if let Some(p) = embedded_record(bad_line) {
-        corrupt(start + p as u64, &mut report);
+    if let Some(p) = record_in(line, got, false) {
+        corrupt(start + p, &mut report);
         return Ok(report);
     }
-    let mut at = start + bad_line.len() as u64;
-    let mut piece = Vec::with_capacity(4096);
+    let mut at = start + got.len;
     loop {
-        piece.clear();
-        let n = r.read_until(b'\n', &mut piece)?;
-        if n == 0 {
+        let got = read_line(r, line)?;
+        if got.len == 0 {
             report.torn_tail = Some(TornTail {
                 offset: start,
                 bytes: at - start,
@@ -241,17 +307,23 @@ fn finish_bad(
             report.file_len = report.file_len.max(at);
             return Ok(report);
         }
-        let body = piece.strip_suffix(b"\n").unwrap_or(&piece);
-        if check_crc(body).is_ok() {
-            corrupt(at, &mut report);
+        if let Some(p) = record_in(line, got, true) {
+            corrupt(at + p, &mut report);
             return Ok(report);
         }
-        if let Some(p) = embedded_record(&piece) {
-            corrupt(at + p as u64, &mut report);
-            return Ok(report);
-        }
-        at += n as u64;
+        at += got.len;
     }
+}
+
+/// Checks that exactly the record `pos` names (seq, crc, offset, length)
+/// is in the log at `path` (else [`WalError::Anchor`]), reading that one
+/// line only. What [`scan`] checks first when given `from`.
+///
+/// # Errors
+/// [`WalError::Anchor`], or when the file cannot be opened or read.
+pub fn check_record_at<R: Record>(path: &Path, pos: &RecordPos) -> Result<(), WalError> {
+    let mut r = BufReader::with_capacity(1 << 16, open(path)?);
+    check_anchor::<R>(&mut r, path, pos, &mut Vec::new())
 }
 
 fn check_anchor<R: Record>(
@@ -267,9 +339,21 @@ fn check_anchor<R: Record>(
         reason,
     };
     let read_err = |e| WalError::io(format!("could not read {}", path.display()), e);
+    if anchor.len > MAX_LINE_LEN as u64 {
+        return Err(fail(format!(
+            "a {}-byte record is over the {MAX_LINE_LEN}-byte limit",
+            anchor.len
+        )));
+    }
     r.seek(SeekFrom::Start(anchor.offset)).map_err(read_err)?;
     line.clear();
-    let n = r.read_until(b'\n', line).map_err(read_err)?;
+    // At most the line's claimed length: a wrong offset into a huge torn
+    // tail reads no further.
+    let n = r
+        .by_ref()
+        .take(anchor.len)
+        .read_until(b'\n', line)
+        .map_err(read_err)?;
     if n == 0 {
         return Err(fail("the log ends before it".to_string()));
     }
@@ -287,4 +371,125 @@ fn check_anchor<R: Record>(
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testkit::Rec;
+    use crate::wal::frame::encode;
+
+    fn log(n: u64) -> (Vec<u8>, Vec<RecordPos>) {
+        let mut out = Vec::new();
+        let mut pos = Vec::new();
+        let mut prev = 0;
+        for seq in 1..=n {
+            let offset = out.len() as u64;
+            prev = encode(seq, prev, "t", &Rec::Add { n: seq }, &mut out).unwrap();
+            pos.push(RecordPos {
+                seq,
+                crc: prev,
+                offset,
+                len: out.len() as u64 - offset,
+            });
+        }
+        (out, pos)
+    }
+
+    fn scan_bytes(bytes: &[u8]) -> ScanReport {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("r.wal");
+        std::fs::write(&p, bytes).unwrap();
+        scan::<Rec>(&p, None, |_, _| {}).unwrap()
+    }
+
+    #[test]
+    fn read_line_keeps_the_end_of_an_overlong_line_only() {
+        let mut bytes = vec![b'a'; 2 * MAX_LINE_LEN + 5];
+        bytes.extend_from_slice(b"zz\nshort\nend");
+        let mut r = std::io::Cursor::new(bytes);
+        let mut line = Vec::new();
+        let got = read_line(&mut r, &mut line).unwrap();
+        assert_eq!(got.len, 2 * MAX_LINE_LEN as u64 + 8);
+        assert_eq!(got.dropped, got.len - MAX_LINE_LEN as u64);
+        assert_eq!(line.len(), MAX_LINE_LEN);
+        assert!(line.ends_with(b"azz\n"));
+        let got = read_line(&mut r, &mut line).unwrap();
+        assert_eq!(
+            (got.len, got.dropped, line.as_slice()),
+            (6, 0, &b"short\n"[..])
+        );
+        let got = read_line(&mut r, &mut line).unwrap();
+        assert_eq!((got.len, line.as_slice()), (3, &b"end"[..]));
+        assert_eq!(read_line(&mut r, &mut line).unwrap().len, 0);
+    }
+
+    #[test]
+    fn an_overlong_last_line_is_a_torn_tail_of_its_full_length() {
+        let (good, _) = log(3);
+        let mut bytes = good.clone();
+        bytes.extend_from_slice(b"{\"seq\":4,");
+        bytes.resize(bytes.len() + MAX_LINE_LEN + 100, b' ');
+        let report = scan_bytes(&bytes);
+        assert_eq!(report.records, 3);
+        assert_eq!(report.corruption, None);
+        assert_eq!(
+            report.torn_tail,
+            Some(TornTail {
+                offset: good.len() as u64,
+                bytes: (bytes.len() - good.len()) as u64
+            })
+        );
+    }
+
+    #[test]
+    fn a_record_at_the_end_of_an_overlong_line_is_still_found() {
+        // Junk longer than any record, then a valid record 2 glued to its
+        // end (a lost newline): corruption at the junk, naming the record.
+        let (good, pos) = log(2);
+        let split = usize::try_from(pos[1].offset).unwrap();
+        let (first, second) = good.split_at(split);
+        let mut bytes = first.to_vec();
+        bytes.resize(first.len() + MAX_LINE_LEN + 10, b'#');
+        let at = bytes.len() as u64;
+        bytes.extend_from_slice(second);
+        let report = scan_bytes(&bytes);
+        assert_eq!(report.records, 1);
+        let c = report.corruption.expect("corruption");
+        assert_eq!((c.seq, c.offset), (2, pos[1].offset));
+        assert!(c.reason.contains(&format!("byte {at}")), "{}", c.reason);
+
+        // The same on a later line than the bad one.
+        let mut bytes = first.to_vec();
+        bytes.extend_from_slice(b"{\"seq\":2,\n");
+        let junk_at = bytes.len();
+        bytes.resize(junk_at + MAX_LINE_LEN + 10, b'#');
+        let at = bytes.len() as u64;
+        bytes.extend_from_slice(second);
+        let c = scan_bytes(&bytes).corruption.expect("corruption");
+        assert!(c.reason.contains(&format!("byte {at}")), "{}", c.reason);
+    }
+
+    #[test]
+    fn an_anchor_claiming_a_huge_line_reads_no_further_than_the_limit() {
+        let (good, pos) = log(2);
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("r.wal");
+        std::fs::write(&p, &good).unwrap();
+        check_record_at::<Rec>(&p, &pos[1]).unwrap();
+        let huge = RecordPos {
+            len: 1 << 40,
+            ..pos[1]
+        };
+        let e = check_record_at::<Rec>(&p, &huge).unwrap_err();
+        assert!(matches!(e, WalError::Anchor { .. }), "{e}");
+        let longer = RecordPos {
+            len: pos[0].len + 1,
+            ..pos[0]
+        };
+        assert!(matches!(
+            check_record_at::<Rec>(&p, &longer),
+            Err(WalError::Anchor { .. })
+        ));
+    }
 }
