@@ -71,7 +71,12 @@ fn vm_hwm_kib() -> u64 {
 fn peak_of(case: &str) -> u64 {
     let started = std::time::Instant::now();
     let out = Command::new(std::env::current_exe().unwrap())
-        .args(["child_entry", "--exact", "--nocapture", "--test-threads=1"])
+        .args([
+            "bounded_memory::child_entry",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env("MEM_CHILD", case)
         .output()
         .unwrap();
