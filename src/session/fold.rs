@@ -34,7 +34,6 @@ impl State {
                     Vec::new()
                 };
                 self.view = start;
-                self.compacted = false;
                 self.last_compaction = None;
                 self.limits = r.limits.clone();
                 self.run = Some(r.clone());
@@ -103,7 +102,6 @@ impl State {
                 view.push(self.system_message());
                 view.extend(c.view.iter().cloned());
                 self.view = view;
-                self.compacted = true;
                 self.compactions = self.compactions.saturating_add(1);
                 self.last_compaction = Some(CompactionMark {
                     step: c.step,
@@ -200,7 +198,7 @@ impl State {
     pub fn model_messages(&self) -> Vec<Message> {
         let mut out = self.view.clone();
         if let Some(block) = self.plan_block() {
-            let at = if self.compacted { 2 } else { 1 };
+            let at = if self.compacted() { 2 } else { 1 };
             out.insert(at.min(out.len()), block);
         }
         out

@@ -107,8 +107,6 @@ pub struct State {
     /// What the model is sent, minus the pinned plan block: the system prompt
     /// first; after a compaction, the compaction's view follows it.
     pub view: Vec<Message>,
-    /// `view[1]` is a compaction summary (the plan block goes after it).
-    pub compacted: bool,
     /// Calls of the latest model response that have no result yet, in order.
     pub pending: Vec<PendingCall>,
     pub plan: Option<Plan>,
@@ -131,7 +129,8 @@ pub struct State {
     /// Records applied.
     pub records: u64,
     /// Where the latest compaction happened (for export); `None` when the
-    /// view was never compacted.
+    /// view was never compacted. Set and cleared together with the view's
+    /// summary, so it also says whether `view[1]` is one ([`State::compacted`]).
     #[serde(default)]
     pub last_compaction: Option<CompactionMark>,
     /// A successful `update_plan` result whose `plan.updated` record is not
@@ -166,6 +165,13 @@ fn yes() -> bool {
 }
 
 impl State {
+    /// `view[1]` is a compaction summary (the plan block goes after it).
+    /// Snapshots written before this was derived carry a `compacted` member;
+    /// deserializing ignores it.
+    pub fn compacted(&self) -> bool {
+        self.last_compaction.is_some()
+    }
+
     /// An empty state that does not keep the full history (see `messages`).
     pub fn without_history() -> State {
         State {
@@ -194,7 +200,6 @@ impl Default for State {
             messages: Vec::new(),
             keep_history: true,
             view: Vec::new(),
-            compacted: false,
             pending: Vec::new(),
             plan: None,
             plan_history: Vec::new(),

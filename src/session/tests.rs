@@ -268,7 +268,7 @@ fn compaction_replaces_the_view_but_keeps_the_history() {
         s.view,
         vec![Message::system("you are an agent"), Message::user("sum")]
     );
-    assert!(s.compacted);
+    assert!(s.compacted());
     assert_eq!(s.compactions, 1);
     s.apply(&response(2, "two", vec![], (1, 1), 0.0));
     assert_eq!(s.messages.len(), 5);
@@ -409,4 +409,15 @@ fn resume_marks_lost_processes_and_only_those() {
     assert!(s.processes["p1"].lost);
     assert!(!s.processes["p1"].is_tracked_running());
     assert!(s.processes["p2"].is_tracked_running());
+}
+
+#[test]
+fn a_snapshot_body_with_the_old_compacted_member_still_loads() {
+    let s = fold(&[run_started(true), compaction(1, "sum", vec![], (1, 1), 0.0)]);
+    let mut body = serde_json::to_value(&s).unwrap();
+    assert!(body.get("compacted").is_none(), "derived, not stored");
+    body["compacted"] = serde_json::Value::Bool(true);
+    let back: State = serde_json::from_value(body).unwrap();
+    assert_eq!(back, s);
+    assert!(back.compacted());
 }

@@ -106,7 +106,7 @@ fn v2_fixture_imports_plan_processes_compaction_and_pending_call() {
     view.extend(cview);
     view.extend(messages[8..].iter().cloned());
     assert_eq!(s.view, view);
-    assert!(s.compacted);
+    assert!(s.compacted());
     assert_eq!(
         s.pending,
         vec![PendingCall {
@@ -438,7 +438,7 @@ proptest! {
         let back = fold(&imported.events);
         prop_assert_eq!(&back.messages, &live.messages);
         prop_assert_eq!(&back.view, &live.view);
-        prop_assert_eq!(back.compacted, live.compacted);
+        prop_assert_eq!(back.compacted(), live.compacted());
         prop_assert_eq!(&back.pending, &live.pending);
         prop_assert_eq!(&back.plan, &live.plan);
         prop_assert_eq!(&back.plan_history, &live.plan_history);
