@@ -249,7 +249,7 @@ fn no_plan_block_when_the_plan_is_disabled() {
     assert!(
         s.model_messages()
             .iter()
-            .all(|m| !m.content.starts_with("[Current plan]"))
+            .all(|m| !m.content.starts_with(PLAN_BLOCK_HEADER))
     );
     assert_eq!(s.model_messages(), s.view);
 }

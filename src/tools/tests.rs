@@ -232,3 +232,9 @@ fn register_follows_the_options_and_refuses_taken_names() {
     assert_eq!(s.register(echo()), Err(DuplicateTool("echo".into())));
     assert_eq!(s.names().iter().filter(|n| *n == "echo").count(), 1);
 }
+
+#[test]
+fn update_plan_names_the_pinned_block_by_its_header() {
+    let desc = <update_plan::UpdatePlanTool as TypedTool>::DESCRIPTION;
+    assert!(desc.contains(crate::session::PLAN_BLOCK_HEADER), "{desc}");
+}
