@@ -442,6 +442,19 @@ pub enum RunStatus {
     Error,
 }
 
+impl RunStatus {
+    /// The name in the log, in `--json` and in human output (the serde name).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Completed => "completed",
+            RunStatus::MaxSteps => "max_steps",
+            RunStatus::MaxCost => "max_cost",
+            RunStatus::FormatErrors => "format_errors",
+            RunStatus::Error => "error",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunFinished {
     pub status: RunStatus,
@@ -529,5 +542,18 @@ mod tests {
         );
         let back: Event = serde_json::from_str(&s).unwrap();
         assert_eq!(back, ev);
+    }
+
+    #[test]
+    fn run_status_names_are_the_serde_names() {
+        for s in [
+            RunStatus::Completed,
+            RunStatus::MaxSteps,
+            RunStatus::MaxCost,
+            RunStatus::FormatErrors,
+            RunStatus::Error,
+        ] {
+            assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
+        }
     }
 }

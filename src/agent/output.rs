@@ -204,10 +204,7 @@ impl Output {
             Event::Resume(r) => self.say(&format!("resumed:\n{}", indent(&r.notice))),
             Event::RunFinished(f) => self.say(&format!(
                 "finished: {}{}",
-                serde_json::to_value(f.status)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_string))
-                    .unwrap_or_default(),
+                f.status.as_str(),
                 f.reason
                     .as_ref()
                     .map(|r| format!(" ({r})"))

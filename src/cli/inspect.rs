@@ -37,8 +37,8 @@
 
 mod human;
 
-use crate::event::{Event, Limits, PlanItem, RunStatus};
-use crate::session::{PendingCall, State, Status};
+use crate::event::{Event, Limits, PlanItem};
+use crate::session::{PendingCall, State};
 use crate::store::{self, Store, StoreOptions};
 use serde::Serialize;
 use std::io::Write;
@@ -191,18 +191,6 @@ pub struct Report {
     pub warnings: Vec<String>,
 }
 
-/// The name a status has in the log and in `--json`.
-pub fn status_name(status: Status) -> &'static str {
-    match status {
-        Status::Running => "running",
-        Status::Finished(RunStatus::Completed) => "completed",
-        Status::Finished(RunStatus::MaxSteps) => "max_steps",
-        Status::Finished(RunStatus::MaxCost) => "max_cost",
-        Status::Finished(RunStatus::FormatErrors) => "format_errors",
-        Status::Finished(RunStatus::Error) => "error",
-    }
-}
-
 impl Report {
     /// Builds the report from a state, the reader's scan and the snapshot used.
     pub fn new(
@@ -238,7 +226,7 @@ impl Report {
             }),
             steps: state.step,
             saved_step: state.saved_step,
-            status: status_name(state.status),
+            status: state.status.as_str(),
             pending_calls: state.pending.clone(),
             plan: state.plan.as_ref().map(|p| PlanJson {
                 version: p.version,

@@ -89,6 +89,16 @@ pub enum Status {
     Finished(RunStatus),
 }
 
+impl Status {
+    /// `running`, or the finished run's [`RunStatus::as_str`].
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Running => "running",
+            Status::Finished(s) => s.as_str(),
+        }
+    }
+}
+
 /// Everything the log says about a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct State {
