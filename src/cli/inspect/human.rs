@@ -4,6 +4,7 @@
 
 use super::Report;
 use crate::event::PlanStatus;
+use crate::session::plan::marker;
 use std::io::{self, Write};
 
 /// `12345678` -> `12,345,678`.
@@ -70,15 +71,6 @@ fn limits(r: &Report) -> String {
         "steps {steps}, cost {cost}, format errors {}",
         r.limits.max_format_errors
     )
-}
-
-fn marker(status: PlanStatus) -> &'static str {
-    match status {
-        PlanStatus::Pending => "[ ]",
-        PlanStatus::InProgress => "[>]",
-        PlanStatus::Done => "[x]",
-        PlanStatus::Blocked => "[!]",
-    }
 }
 
 fn header(r: &Report, out: &mut dyn Write) -> io::Result<()> {
