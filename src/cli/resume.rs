@@ -14,10 +14,6 @@ use crate::store::{OpenReport, Store, StoreOptions};
 use crate::tools::{ProcessTable, ToolSet, ToolSetOptions};
 use std::path::{Path, PathBuf};
 
-fn refuse(msg: impl Into<String>) -> CliError {
-    CliError::new(2, msg)
-}
-
 /// A whole-file trajectory rather than a log?
 fn is_trajectory(path: &Path) -> bool {
     if path.extension().is_some_and(|e| e == "json") {
@@ -42,15 +38,15 @@ fn is_trajectory(path: &Path) -> bool {
 /// when the import fails, so a retry is not refused.
 pub fn import_trajectory(json: &Path, wal: &Path) -> Result<Option<String>, CliError> {
     if wal.exists() {
-        return Err(refuse(format!(
+        return Err(CliError::refused(format!(
             "{} exists: refusing to overwrite it (resume that log instead)",
             wal.display()
         )));
     }
     let text = std::fs::read_to_string(json)
-        .map_err(|e| refuse(format!("cannot read {}: {e}", json.display())))?;
-    let mut imported =
-        crate::trajectory::import(&text).map_err(|e| refuse(format!("{}: {e}", json.display())))?;
+        .map_err(|e| CliError::refused(format!("cannot read {}: {e}", json.display())))?;
+    let mut imported = crate::trajectory::import(&text)
+        .map_err(|e| CliError::refused(format!("{}: {e}", json.display())))?;
     // A file without a tool signature was written for the tool set of its
     // settings: record the one this tinyagent offers for them.
     for ev in &mut imported.events {
@@ -118,7 +114,7 @@ fn locate(args: &ResumeArgs) -> Result<(PathBuf, Option<String>), CliError> {
         (args.path.clone(), None)
     };
     if !wal.exists() {
-        return Err(refuse(format!("{}: no such log", wal.display())));
+        return Err(CliError::refused(format!("{}: no such log", wal.display())));
     }
     Ok((wal, untracked))
 }
@@ -154,7 +150,7 @@ fn tools_for(run: &RunStarted) -> Result<ToolSet, CliError> {
         plan: run.plan_enabled,
     });
     if tools.signature() != run.tool_signature {
-        return Err(refuse(format!(
+        return Err(CliError::refused(format!(
             "tool set mismatch: the log was written with tool signature {} (plan {}, {}), this tinyagent offers {} for those settings",
             run.tool_signature,
             if run.plan_enabled { "on" } else { "off" },
@@ -180,7 +176,7 @@ fn new_limits(current: &Limits, args: &ResumeArgs) -> Result<Option<Limits>, Cli
     }
     if let Some(c) = args.max_cost {
         if !c.is_finite() || c < 0.0 {
-            return Err(refuse("--max-cost must be a number >= 0"));
+            return Err(CliError::refused("--max-cost must be a number >= 0"));
         }
         l.max_cost_usd = Some(c);
     }
@@ -213,7 +209,7 @@ pub async fn resume(args: &ResumeArgs) -> Result<i32, CliError> {
     options.seams = test_seams()?;
     let (store, report) = Store::open(&wal, options)?;
     let run = store.state().run.clone().ok_or_else(|| {
-        refuse(format!(
+        CliError::refused(format!(
             "{}: the log has no run.started record",
             wal.display()
         ))
