@@ -12,6 +12,7 @@
 //! post) text is a failure; the run's `hooks.on_failure` says what a failure
 //! means for a pre hook: `block` (the default) or `allow`.
 
+use crate::tools::host::kill_group;
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
@@ -80,13 +81,13 @@ pub fn run_hook(
         match child.try_wait() {
             Ok(Some(status)) => break Some(status),
             Ok(None) if Instant::now() >= deadline => {
-                kill_group(&child);
+                kill_group(child.id());
                 let _ = child.wait();
                 break None;
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(5)),
             Err(e) => {
-                kill_group(&child);
+                kill_group(child.id());
                 let _ = child.wait();
                 return HookOutcome::Failed {
                     error: format!("hook `{command}`: {e}"),
@@ -151,18 +152,9 @@ fn collect(rx: &mpsc::Receiver<String>, deadline: Instant, child: &Child) -> Str
     if let Ok(s) = rx.recv_timeout(left) {
         return s;
     }
-    kill_group(child);
+    kill_group(child.id());
     rx.recv_timeout(Duration::from_millis(200))
         .unwrap_or_default()
-}
-
-fn kill_group(child: &Child) {
-    if let Ok(pid) = i32::try_from(child.id()) {
-        let _ = nix::sys::signal::killpg(
-            nix::unistd::Pid::from_raw(pid),
-            nix::sys::signal::Signal::SIGKILL,
-        );
-    }
 }
 
 /// Most of a hook's text kept in a log record.

@@ -29,7 +29,7 @@ pub struct StopInfo {
 /// zombie)? The host's view; [`crate::tools::ExecEnv::process_alive`] is the
 /// environment's.
 pub fn process_alive(info: &ProcessInfo) -> bool {
-    crate::tools::env::host_process_alive(info.pid, info.start_time)
+    crate::tools::host::host_process_alive(info.pid, info.start_time)
 }
 
 impl Agent {

@@ -165,7 +165,7 @@ fn cleanup_orphans(wal: &Path) {
     if let Ok(loaded) = crate::store::load(wal) {
         for p in loaded.state.processes.values() {
             if crate::agent::resume::process_alive(p) {
-                let _ = nix::sys::signal::killpg(Pid::from_raw(p.pid as i32), Signal::SIGKILL);
+                crate::tools::host::kill_group(p.pid);
             }
         }
     }

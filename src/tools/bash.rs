@@ -10,10 +10,9 @@
 //! the [`crate::tools::ProcessTable`] instead.
 
 use super::env::ExecEnv;
+use super::host::kill_group;
 use super::output::{HeadTail, OUTPUT_CAP};
 use super::{Effect, ToolContext, ToolOutcome, TypedTool};
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::io::{self, Read};
@@ -157,7 +156,7 @@ pub fn run_foreground(
     // The command holds our copies of the pipe's write end: drop it so the
     // reader sees end-of-file once the children are gone.
     drop(cmd);
-    let pgid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
+    let pgid = child.id();
 
     let buffer = Arc::new(Mutex::new(HeadTail::new(cap)));
     let (done_tx, done_rx) = mpsc::channel::<()>();
@@ -186,7 +185,7 @@ pub fn run_foreground(
     let (status, timed_out) = match status_rx.recv_timeout(timeout) {
         Ok(status) => (status?, false),
         Err(RecvTimeoutError::Timeout) => {
-            let _ = killpg(pgid, Signal::SIGKILL);
+            kill_group(pgid);
             let status = status_rx
                 .recv()
                 .map_err(|_| io::Error::other("lost the command's exit status"))??;
@@ -197,7 +196,7 @@ pub fn run_foreground(
         }
     };
     // Whatever the command left running in its group goes with it.
-    let _ = killpg(pgid, Signal::SIGKILL);
+    kill_group(pgid);
     let _ = done_rx.recv_timeout(DRAIN_GRACE);
 
     let buf = buffer.lock().unwrap_or_else(PoisonError::into_inner);

@@ -33,6 +33,7 @@ pub mod env;
 mod files;
 pub mod glob;
 pub mod grep;
+pub mod host;
 pub mod output;
 pub mod paths;
 pub mod process;

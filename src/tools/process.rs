@@ -17,11 +17,11 @@
 //! the spawner thread; processes are not killed by that (call `kill_all`).
 
 use super::env::ExecEnv;
+use super::host::kill_group;
+pub use super::host::proc_start_time;
 use super::output::truncate_str;
 use super::{Effect, ToolContext, ToolOutcome, TypedTool};
 use crate::event::{Event, ProcessExited, ProcessStarted};
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::fs::{File, OpenOptions};
@@ -111,8 +111,7 @@ impl Entry {
 
     fn kill(&mut self) {
         if let Some(child) = self.child.as_mut() {
-            let pgid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
-            let _ = killpg(pgid, Signal::SIGKILL);
+            kill_group(child.id());
             if let Ok(status) = child.wait() {
                 self.finish(status);
             }
@@ -319,15 +318,6 @@ impl ProcessTable {
             entry.kill();
         }
     }
-}
-
-/// Field 22 of /proc/PID/stat: start time in clock ticks since boot.
-pub fn proc_start_time(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) may hold spaces and parentheses: count from
-    // the last ')'. After it come field 3 (state) onwards.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(22 - 3)?.parse().ok()
 }
 
 /// Arguments of `process`.
