@@ -35,6 +35,14 @@ pub struct ToolCall {
     pub arguments: String,
 }
 
+impl ToolCall {
+    /// The id given to the `index`th call of `step` when the server sent
+    /// none (or one that names another call too): `call_<step>_<index>`.
+    pub fn fallback_id(step: u64, index: usize) -> String {
+        format!("call_{step}_{index}")
+    }
+}
+
 /// A chat message in provider-neutral form.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Message {

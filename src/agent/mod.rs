@@ -345,7 +345,7 @@ fn normalise_call_ids(calls: &mut [ToolCall], step: u64) {
     let mut seen = std::collections::HashSet::new();
     for (i, c) in calls.iter_mut().enumerate() {
         if c.id.is_empty() || !seen.insert(c.id.clone()) {
-            c.id = format!("call_{step}_{i}");
+            c.id = ToolCall::fallback_id(step, i);
             seen.insert(c.id.clone());
         }
     }

@@ -206,7 +206,7 @@ pub(crate) fn parse_response(v: &Value, step: u64) -> Result<ModelReply, ModelEr
 
 fn call_id(given: &str, step: u64, index: usize) -> String {
     if given.is_empty() {
-        format!("call_{step}_{index}")
+        ToolCall::fallback_id(step, index)
     } else {
         given.to_string()
     }

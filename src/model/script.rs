@@ -159,7 +159,7 @@ fn turn_reply(turn: &Turn, req: &ModelRequest) -> ModelReply {
             id: c
                 .id
                 .clone()
-                .unwrap_or_else(|| format!("call_{}_{i}", req.step)),
+                .unwrap_or_else(|| ToolCall::fallback_id(req.step, i)),
             name: c.name.clone(),
             arguments: match &c.arguments {
                 None => "{}".to_string(),
