@@ -24,5 +24,6 @@ pub mod event;
 pub mod model;
 pub mod session;
 pub mod store;
+pub(crate) mod text;
 pub mod tools;
 pub mod trajectory;

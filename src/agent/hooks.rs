@@ -12,6 +12,7 @@
 //! post) text is a failure; the run's `hooks.on_failure` says what a failure
 //! means for a pre hook: `block` (the default) or `allow`.
 
+use crate::text::cut_chars;
 use crate::tools::host::kill_group;
 use serde_json::Value;
 use std::io::{Read, Write};
@@ -162,12 +163,7 @@ pub const DETAIL_LIMIT: usize = 2000;
 
 /// `s` cut to [`DETAIL_LIMIT`] characters (with a note when cut).
 pub fn clip(s: &str) -> String {
-    if s.chars().count() <= DETAIL_LIMIT {
-        return s.to_string();
-    }
-    let mut out: String = s.chars().take(DETAIL_LIMIT).collect();
-    out.push_str("… [cut]");
-    out
+    cut_chars(s, DETAIL_LIMIT, "… [cut]")
 }
 
 fn non_empty(s: &str) -> Option<&str> {
@@ -181,7 +177,10 @@ fn parse_stdout(command: &str, out: &str) -> HookOutcome {
     if out.starts_with('{') {
         let Ok(Value::Object(obj)) = serde_json::from_str::<Value>(out) else {
             return HookOutcome::Failed {
-                error: format!("hook `{command}` printed invalid JSON: {}", preview(out)),
+                error: format!(
+                    "hook `{command}` printed invalid JSON: {}",
+                    cut_chars(out, 200, "")
+                ),
             };
         };
         return match obj.get("decision").and_then(Value::as_str) {
@@ -206,10 +205,6 @@ fn parse_stdout(command: &str, out: &str) -> HookOutcome {
     HookOutcome::Allow {
         feedback: Some(out.to_string()),
     }
-}
-
-fn preview(s: &str) -> String {
-    s.chars().take(200).collect()
 }
 
 #[cfg(test)]

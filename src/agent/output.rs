@@ -19,14 +19,9 @@ pub struct Output {
     step: u64,
 }
 
+/// `s` on one line (newlines shown as `⏎`), cut to `max` characters.
 fn preview(s: &str, max: usize) -> String {
-    let one_line: String = s.chars().map(|c| if c == '\n' { '⏎' } else { c }).collect();
-    if one_line.chars().count() <= max {
-        one_line
-    } else {
-        let cut: String = one_line.chars().take(max).collect();
-        format!("{cut}…")
-    }
+    crate::text::cut_chars(&s.replace('\n', "⏎"), max, "…")
 }
 
 impl Output {

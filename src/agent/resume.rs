@@ -216,10 +216,5 @@ impl Agent {
 }
 
 fn short(s: &str) -> String {
-    let one: String = s.chars().take(120).collect();
-    if one.len() < s.len() {
-        format!("{one}…")
-    } else {
-        one
-    }
+    crate::text::cut_chars(s, 120, "…")
 }

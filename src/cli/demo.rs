@@ -116,14 +116,20 @@ pub fn demo(args: &DemoArgs) -> Result<i32, CliError> {
     eprintln!("   workspace {}", workspace.display());
     eprintln!("   log       {}\n", wal.display());
     let mut cmd = Command::new(exe()?);
-    cmd.args(["run", "--provider", "script", "--plan", "--script"])
-        .arg(&script_path)
-        .arg("--cwd")
-        .arg(&workspace)
-        .arg("--wal")
-        .arg(&wal)
-        .arg("Write a note, count it, search it, then run a slow check")
-        .stdin(Stdio::null());
+    cmd.args([
+        "run",
+        "--provider",
+        crate::config::ProviderKind::Script.as_str(),
+        "--plan",
+        "--script",
+    ])
+    .arg(&script_path)
+    .arg("--cwd")
+    .arg(&workspace)
+    .arg("--wal")
+    .arg(&wal)
+    .arg("Write a note, count it, search it, then run a slow check")
+    .stdin(Stdio::null());
     if args.json {
         cmd.arg("--json");
     }

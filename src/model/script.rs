@@ -209,7 +209,7 @@ fn default_summary(req: &ModelRequest) -> String {
         .messages
         .iter()
         .find(|m| m.role == Role::User)
-        .map(|m| m.content.chars().take(200).collect::<String>())
+        .map(|m| crate::text::cut_chars(&m.content, 200, ""))
         .unwrap_or_default();
     let calls: usize = req.messages.iter().map(|m| m.tool_calls.len()).sum();
     let results = req.messages.iter().filter(|m| m.role == Role::Tool).count();

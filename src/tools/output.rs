@@ -72,18 +72,6 @@ impl HeadTail {
     }
 }
 
-/// Cuts a string to at most `max` bytes on a char boundary; says so when cut.
-pub fn truncate_str(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}... [{} more bytes]", &s[..end], s.len() - end)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -126,11 +114,5 @@ mod tests {
             b.render(),
             "01\n[... 6 bytes of output cut; 10 bytes in total ...]\n89"
         );
-    }
-
-    #[test]
-    fn truncate_respects_char_boundaries() {
-        assert_eq!(truncate_str("héllo", 2), "h... [5 more bytes]");
-        assert_eq!(truncate_str("abc", 3), "abc");
     }
 }

@@ -19,9 +19,9 @@
 use super::env::ExecEnv;
 use super::host::kill_group;
 pub use super::host::proc_start_time;
-use super::output::truncate_str;
 use super::{Effect, ToolContext, ToolOutcome, TypedTool};
 use crate::event::{Event, ProcessExited, ProcessStarted};
+use crate::text::cut_bytes;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::fs::{File, OpenOptions};
@@ -413,7 +413,7 @@ impl TypedTool for ProcessTool {
                             p.pid,
                             p.status,
                             p.env,
-                            truncate_str(&p.command, 200)
+                            cut_bytes(&p.command, 200)
                         )
                     })
                     .collect();

@@ -5,6 +5,7 @@
 use super::Report;
 use crate::event::PlanStatus;
 use crate::session::plan::marker;
+use crate::text::first_line;
 use std::io::{self, Write};
 
 /// `12345678` -> `12,345,678`.
@@ -26,16 +27,6 @@ fn row(out: &mut dyn Write, key: &str, value: &str) -> io::Result<()> {
 
 fn or_dash(v: &Option<String>) -> &str {
     v.as_deref().filter(|s| !s.is_empty()).unwrap_or("-")
-}
-
-/// First line of `text`, cut to `max` characters with an ellipsis.
-fn short(text: &str, max: usize) -> String {
-    let line = text.lines().next().unwrap_or("");
-    if line.chars().count() <= max && !text.contains('\n') {
-        return line.to_string();
-    }
-    let cut: String = line.chars().take(max.saturating_sub(1)).collect();
-    format!("{cut}…")
 }
 
 fn integrity(r: &Report) -> String {
@@ -79,7 +70,11 @@ fn header(r: &Report, out: &mut dyn Write) -> io::Result<()> {
         .schema_version
         .map_or(String::new(), |v| format!("  (schema {v})"));
     row(out, "run", &format!("{}{schema}", or_dash(&r.run_id)))?;
-    row(out, "task", &short(r.task.as_deref().unwrap_or("-"), 70))?;
+    row(
+        out,
+        "task",
+        &first_line(r.task.as_deref().unwrap_or("-"), 70),
+    )?;
     let via = match &r.base_url {
         Some(url) if !url.is_empty() => format!(" at {url}"),
         _ => String::new(),
@@ -144,7 +139,7 @@ fn hooks(r: &Report, out: &mut dyn Write) -> io::Result<()> {
         let detail = run
             .detail
             .as_deref()
-            .map(|d| format!(": {}", short(d, 60)))
+            .map(|d| format!(": {}", first_line(d, 60)))
             .unwrap_or_default();
         writeln!(
             out,
@@ -213,11 +208,11 @@ fn plan(r: &Report, out: &mut dyn Write) -> io::Result<()> {
             "  {} {}  {}",
             marker(item.status),
             item.id,
-            short(&item.text, 70)
+            first_line(&item.text, 70)
         )?;
     }
     if let Some(note) = plan.note.as_deref().filter(|n| !n.is_empty()) {
-        writeln!(out, "  note: {}", short(note, 70))?;
+        writeln!(out, "  note: {}", first_line(note, 70))?;
     }
     Ok(())
 }
@@ -253,7 +248,7 @@ fn processes(r: &Report, out: &mut dyn Write) -> io::Result<()> {
             p.id,
             p.pid,
             state,
-            short(&p.command, 60)
+            first_line(&p.command, 60)
         )?;
     }
     Ok(())
@@ -277,12 +272,5 @@ mod tests {
         assert_eq!(group(999), "999");
         assert_eq!(group(1000), "1,000");
         assert_eq!(group(12345678), "12,345,678");
-    }
-
-    #[test]
-    fn shortens_to_the_first_line() {
-        assert_eq!(short("abc", 10), "abc");
-        assert_eq!(short("abc\ndef", 10), "abc…");
-        assert_eq!(short("abcdefghijkl", 5), "abcd…");
     }
 }
