@@ -26,4 +26,4 @@ pub mod session;
 pub mod store;
 pub(crate) mod text;
 pub mod tools;
-pub mod trajectory;
+pub(crate) mod trajectory;

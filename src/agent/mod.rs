@@ -8,12 +8,12 @@
 //! state changes only through `State::apply` inside `Store::append`.
 
 mod call;
-pub mod compaction;
+pub(crate) mod compaction;
 mod hook_calls;
-pub mod hooks;
-pub mod output;
+pub(crate) mod hooks;
+pub(crate) mod output;
 pub mod prompt;
-pub mod resume;
+pub(crate) mod resume;
 
 use crate::config::RunConfig;
 use crate::event::{
@@ -37,16 +37,13 @@ pub enum AgentError {
     /// Input refused before anything ran (exit 2).
     #[error("{0}")]
     Refused(String),
-    /// The environment broke (exit 1).
-    #[error("{0}")]
-    Environment(String),
 }
 
 impl AgentError {
     pub fn exit_code(&self) -> i32 {
         match self {
             AgentError::Store(e) => e.exit_code(),
-            AgentError::Model(_) | AgentError::Environment(_) => 1,
+            AgentError::Model(_) => 1,
             AgentError::Refused(_) => 2,
         }
     }
@@ -129,10 +126,6 @@ impl Agent {
 
     pub fn state(&self) -> &State {
         self.store.state()
-    }
-
-    pub fn store(&self) -> &Store {
-        &self.store
     }
 
     pub fn output(&mut self) -> &mut Output {

@@ -34,10 +34,6 @@ impl Output {
         }
     }
 
-    pub fn is_json(&self) -> bool {
-        self.json
-    }
-
     /// Prints one JSON event line on stdout (json mode only).
     pub fn event(&self, name: &str, mut body: Value) {
         if !self.json {

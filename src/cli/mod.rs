@@ -4,11 +4,11 @@
 //! refused input, 3 stopped by a limit.
 
 pub mod args;
-pub mod demo;
+mod demo;
 pub mod inspect;
-pub mod logcmd;
-pub mod resume;
-pub mod run;
+mod logcmd;
+mod resume;
+mod run;
 
 use crate::agent::AgentError;
 use crate::event::RunStatus;

@@ -105,11 +105,6 @@ impl ScriptProvider {
         })
     }
 
-    /// Number of scripted turns.
-    pub fn turns(&self) -> usize {
-        self.turns.len()
-    }
-
     pub(crate) async fn complete(
         &self,
         req: &ModelRequest,

@@ -7,9 +7,6 @@ use super::{
 use super::{Status, plan};
 use crate::event::{Event, Message, Role};
 
-/// First line of the pinned plan message.
-pub const PLAN_BLOCK_HEADER: &str = "[Current plan]";
-
 impl State {
     /// Adds a message to the full history when it is kept.
     fn remember(&mut self, m: &Message) {
@@ -189,7 +186,7 @@ impl State {
             return None;
         }
         let body = plan::render(self.plan.as_ref());
-        Some(Message::user(format!("{PLAN_BLOCK_HEADER}\n{body}")))
+        Some(Message::user(format!("{}\n{body}", plan::BLOCK_HEADER)))
     }
 
     /// What the model is sent for a step: the view, with the plan block (when
@@ -222,11 +219,5 @@ impl State {
             })
             .sum();
         (chars as u64).div_ceil(4)
-    }
-
-    /// Whether the run has ended (a `run.finished` was applied after the last
-    /// resume that continued it).
-    pub fn is_finished(&self) -> bool {
-        matches!(self.status, Status::Finished(_))
     }
 }

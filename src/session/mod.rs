@@ -9,15 +9,13 @@
 //! [`plan`] holds the pure plan rules and renderings.
 
 mod fold;
-pub mod plan;
+pub(crate) mod plan;
 #[cfg(test)]
 pub(crate) mod proptests;
 #[cfg(test)]
 pub(crate) mod testkit;
 #[cfg(test)]
 mod tests;
-
-pub use fold::PLAN_BLOCK_HEADER;
 
 use crate::event::{Event, Limits, Message, PlanItem, RunStarted, RunStatus, Usage};
 use serde::{Deserialize, Serialize};
@@ -181,14 +179,6 @@ impl State {
     pub fn compacted(&self) -> bool {
         self.last_compaction.is_some()
     }
-
-    /// An empty state that does not keep the full history (see `messages`).
-    pub fn without_history() -> State {
-        State {
-            keep_history: false,
-            ..State::default()
-        }
-    }
 }
 
 /// The store folds records with [`State::apply`]. A writer starts without
@@ -199,7 +189,10 @@ impl tinyagent_store::Fold<Event> for State {
     }
 
     fn empty_for_writing() -> State {
-        State::without_history()
+        State {
+            keep_history: false,
+            ..State::default()
+        }
     }
 }
 

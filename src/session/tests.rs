@@ -249,7 +249,7 @@ fn no_plan_block_when_the_plan_is_disabled() {
     assert!(
         s.model_messages()
             .iter()
-            .all(|m| !m.content.starts_with(PLAN_BLOCK_HEADER))
+            .all(|m| !m.content.starts_with(plan::BLOCK_HEADER))
     );
     assert_eq!(s.model_messages(), s.view);
 }
@@ -318,7 +318,6 @@ fn processes_hooks_and_saved_steps() {
 fn resume_pushes_notice_and_message_and_reopens_the_run() {
     let mut s = fold(&[run_started(false), finished(RunStatus::Completed)]);
     assert_eq!(s.status, Status::Finished(RunStatus::Completed));
-    assert!(s.is_finished());
     s.apply(&resume("[Resumed] nothing lost", None, None));
     // A resume always reopens the run: the loop is about to go on.
     assert_eq!(s.status, Status::Running);

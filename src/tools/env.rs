@@ -153,10 +153,6 @@ impl SandboxEnv {
         Ok(SandboxEnv { bwrap, network })
     }
 
-    pub fn network(&self) -> bool {
-        self.network
-    }
-
     /// Runs `true` in a sandbox on `workspace` to check that bubblewrap can
     /// create namespaces here (it cannot in some containers).
     pub fn check(&self, workspace: &Path) -> Result<(), EnvError> {

@@ -46,11 +46,6 @@ impl HeadTail {
         self.tail.extend(bytes);
     }
 
-    /// Total bytes pushed.
-    pub fn total(&self) -> u64 {
-        self.total
-    }
-
     /// Bytes that were dropped between head and tail.
     pub fn cut(&self) -> u64 {
         self.total - self.head.len() as u64 - self.tail.len() as u64
@@ -98,7 +93,6 @@ mod tests {
         for i in 0..100u8 {
             b.push(&[b'a' + (i % 26)]);
         }
-        assert_eq!(b.total(), 100);
         assert_eq!(b.cut(), 90);
         let r = b.render();
         assert!(r.starts_with("abcde\n[... 90 bytes of output cut; 100 bytes in total ...]\n"));

@@ -148,11 +148,6 @@ impl ToolSet {
         self.effect(name) == Some(Effect::ReadOnly)
     }
 
-    /// Tools that change files, run commands or stop processes.
-    pub fn is_mutating(&self, name: &str) -> bool {
-        self.effect(name) == Some(Effect::Mutating)
-    }
-
     /// Runs one call. Never panics.
     pub fn call(&self, ctx: &ToolContext, call: &ToolCall) -> ToolOutcome {
         let Some(tool) = self.get(&call.name) else {
