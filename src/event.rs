@@ -12,6 +12,10 @@ use serde::{Deserialize, Serialize};
 /// Schema version written into `run.started`.
 pub const SCHEMA_VERSION: u32 = 2;
 
+#[allow(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "serde's skip_serializing_if passes a reference"
+)]
 fn is_false(b: &bool) -> bool {
     !*b
 }
@@ -227,6 +231,10 @@ pub struct ToolStarted {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "independent flags of the record, each its own JSON member"
+)]
 pub struct ToolResult {
     pub step: u64,
     pub call_id: String,

@@ -121,6 +121,10 @@ impl Output {
         }
     }
 
+    #[allow(
+        clippy::match_same_arms,
+        reason = "one arm per record kind, in the vocabulary's order"
+    )]
     fn human(&mut self, event: &Event) {
         match event {
             Event::RunStarted(r) => self.say(&format!(

@@ -71,7 +71,7 @@ pub fn summarize(samples: &[f64]) -> Summary {
     let median = if n % 2 == 1 {
         v[n / 2]
     } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
+        f64::midpoint(v[n / 2 - 1], v[n / 2])
     };
     // Nearest-rank percentile.
     let rank = ((0.9 * n as f64).ceil() as usize).clamp(1, n);

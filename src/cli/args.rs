@@ -47,6 +47,10 @@ pub struct ProviderArgs {
 }
 
 #[derive(Debug, Args, Clone, Default)]
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "one field per command-line flag"
+)]
 pub struct RunArgs {
     /// What the agent should do.
     pub task: String,

@@ -136,7 +136,7 @@ pub fn demo(args: &DemoArgs) -> Result<i32, CliError> {
     let mut child = cmd.spawn().map_err(|e| io_err("cannot start the run", e))?;
     wait_for_start(&mut child, &wal)?;
     std::thread::sleep(Duration::from_millis(700));
-    let pid = Pid::from_raw(child.id() as i32);
+    let pid = Pid::from_raw(child.id().cast_signed());
     kill(pid, Signal::SIGKILL).map_err(|e| io_err("kill", e))?;
     let _ = child.wait();
     eprintln!(

@@ -203,7 +203,7 @@ impl ProcessTable {
             let path = self.output_dir.join(format!("{id}.log"));
             match OpenOptions::new().append(true).create_new(true).open(&path) {
                 Ok(file) => break (id, path, file),
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
                 Err(e) => return Err(dir_err(e)),
             }
         };
@@ -294,7 +294,7 @@ impl ProcessTable {
     pub fn poll_exited(&self) -> Vec<ProcessExited> {
         let mut inner = self.lock();
         let mut out = Vec::new();
-        for entry in inner.entries.iter_mut() {
+        for entry in &mut inner.entries {
             entry.refresh();
             if let (ProcessStatus::Exited { code, signal }, false) =
                 (entry.summary.status, entry.reported)
@@ -313,7 +313,7 @@ impl ProcessTable {
     /// Kills every running process (whole groups) and reaps them.
     pub fn kill_all(&self) {
         let mut inner = self.lock();
-        for entry in inner.entries.iter_mut() {
+        for entry in &mut inner.entries {
             entry.refresh();
             entry.kill();
         }

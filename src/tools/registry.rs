@@ -73,12 +73,15 @@ impl std::fmt::Debug for ToolSet {
         f.debug_struct("ToolSet")
             .field("opts", &self.opts)
             .field("tools", &self.names())
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
 impl ToolSet {
     /// The built-in tools these options offer.
+    ///
+    /// # Panics
+    /// Never: the built-in tools have distinct names.
     pub fn new(opts: ToolSetOptions) -> ToolSet {
         let mut set = ToolSet {
             opts,

@@ -148,25 +148,23 @@ struct Echo {
 }
 
 impl Tool for Echo {
-    fn name(&self) -> &str {
+    fn name(&self) -> &'static str {
         "echo"
     }
-    fn description(&self) -> &str {
+    fn description(&self) -> &'static str {
         "Say it back."
     }
     fn parameters(&self) -> Value {
         json!({"type": "object", "properties": {"text": {"type": "string"}}})
     }
-    fn usage(&self) -> &str {
+    fn usage(&self) -> &'static str {
         r#"{"text": string}"#
     }
     fn effect(&self) -> Effect {
         self.effect
     }
     fn call(&self, _ctx: &ToolContext, raw_args: &str) -> ToolOutcome {
-        if raw_args == "boom" {
-            panic!("echo exploded");
-        }
+        assert!(raw_args != "boom", "echo exploded");
         let args: Value = match parse_args(self.name(), self.usage(), raw_args) {
             Ok(v) => v,
             Err(out) => return out,

@@ -166,8 +166,8 @@ pub(super) fn plan_events(obj: &Obj) -> Result<Vec<(u64, Event)>, TrajectoryErro
         {
             record.step = p.updated_step;
             record.version = p.version;
-            record.items = p.items.clone();
-            record.note = p.note.clone();
+            record.items.clone_from(&p.items);
+            record.note.clone_from(&p.note);
         }
         out.push((record.step, Event::PlanUpdated(record)));
     }

@@ -72,7 +72,7 @@ fn v1_fixture_imports_to_the_same_conversation() {
             output_tokens: 142
         }
     );
-    assert_eq!(s.cost_usd, 0.000359);
+    assert_eq!(s.cost_usd, 0.000_359);
     assert_eq!((s.step, s.saved_step, s.format_errors), (2, 2, 0));
     assert_eq!(s.limits.max_steps, Some(50));
     assert!(s.pending.is_empty());
@@ -135,7 +135,7 @@ fn v2_fixture_imports_plan_processes_compaction_and_pending_call() {
     assert_eq!(s.plan_history[0].diff.lines().count(), 3);
     assert_eq!(s.processes.len(), 2);
     assert_eq!(s.processes["bg1"].exited, None);
-    assert_eq!(s.processes["bg1"].start_time, Some(981234));
+    assert_eq!(s.processes["bg1"].start_time, Some(981_234));
     assert_eq!(
         s.processes["bg0"].exited,
         Some(ProcessExit {
@@ -250,7 +250,7 @@ fn unanswered_calls_stay_pending_and_count_as_started_in_v1() {
         }]
     );
     assert_eq!(s.saved_step, 1);
-    assert_eq!(s.cost_usd, 0.000359);
+    assert_eq!(s.cost_usd, 0.000_359);
 }
 
 #[test]

@@ -8,7 +8,7 @@ use crate::session::plan::marker;
 use crate::text::first_line;
 use std::io::{self, Write};
 
-/// `12345678` -> `12,345,678`.
+/// `12_345_678` -> `12,345,678`.
 pub fn group(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
@@ -271,6 +271,6 @@ mod tests {
         assert_eq!(group(0), "0");
         assert_eq!(group(999), "999");
         assert_eq!(group(1000), "1,000");
-        assert_eq!(group(12345678), "12,345,678");
+        assert_eq!(group(12_345_678), "12,345,678");
     }
 }
