@@ -2,7 +2,12 @@
 //! each with an `"event"` member), or a live human view on stderr.
 //!
 //! Events about a record are emitted only after that record is durable: the
-//! loop calls [`Output::record`] after `Store::append` returned.
+//! loop calls [`Output::record`] after `Store::append` returned, and the
+//! events it adds (`checkpoint.saved`, `snapshot.saved`, `resume.*`) follow
+//! the records they describe. `hook.ran` is the one event ahead of the log:
+//! it is printed when the hook returns (a pre hook's before `tool.started`),
+//! and the run it reports is recorded afterwards, in the call's
+//! `hook.blocked` or `tool.result`.
 
 use crate::event::Event;
 use indicatif::{ProgressBar, ProgressStyle};
