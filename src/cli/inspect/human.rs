@@ -150,25 +150,18 @@ fn hooks(r: &Report, out: &mut dyn Write) -> io::Result<()> {
     Ok(())
 }
 
+/// A column's width in bytes: its widest cell or its heading.
+fn width<'a>(heading: &str, cells: impl Iterator<Item = &'a str>) -> usize {
+    cells.map(str::len).fold(heading.len(), usize::max)
+}
+
 fn pending(r: &Report, out: &mut dyn Write) -> io::Result<()> {
     if r.pending_calls.is_empty() {
         return Ok(());
     }
     writeln!(out, "\npending calls ({})", r.pending_calls.len())?;
-    let w = r
-        .pending_calls
-        .iter()
-        .map(|c| c.id.len())
-        .chain([2])
-        .max()
-        .unwrap_or(2);
-    let n = r
-        .pending_calls
-        .iter()
-        .map(|c| c.name.len())
-        .chain([4])
-        .max()
-        .unwrap_or(4);
+    let w = width("ID", r.pending_calls.iter().map(|c| c.id.as_str()));
+    let n = width("NAME", r.pending_calls.iter().map(|c| c.name.as_str()));
     writeln!(
         out,
         "  {:<w$}  {:<n$}  {:>5}  STARTED",
@@ -222,13 +215,7 @@ fn processes(r: &Report, out: &mut dyn Write) -> io::Result<()> {
         return Ok(());
     }
     writeln!(out, "\nprocesses ({})", r.processes.len())?;
-    let w = r
-        .processes
-        .iter()
-        .map(|p| p.id.len())
-        .chain([2])
-        .max()
-        .unwrap_or(2);
+    let w = width("ID", r.processes.iter().map(|p| p.id.as_str()));
     writeln!(
         out,
         "  {:<w$}  {:>7}  {:<12}  COMMAND",
