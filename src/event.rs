@@ -12,6 +12,10 @@ use serde::{Deserialize, Serialize};
 /// Schema version written into `run.started`.
 pub const SCHEMA_VERSION: u32 = 2;
 
+#[allow(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "serde's skip_serializing_if passes a reference"
+)]
 fn is_false(b: &bool) -> bool {
     !*b
 }
@@ -33,6 +37,14 @@ pub struct ToolCall {
     pub id: String,
     pub name: String,
     pub arguments: String,
+}
+
+impl ToolCall {
+    /// The id given to the `index`th call of `step` when the server sent
+    /// none (or one that names another call too): `call_<step>_<index>`.
+    pub fn fallback_id(step: u64, index: usize) -> String {
+        format!("call_{step}_{index}")
+    }
 }
 
 /// A chat message in provider-neutral form.
@@ -226,6 +238,10 @@ pub struct ToolStarted {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "independent flags of the record, each its own JSON member"
+)]
 pub struct ToolResult {
     pub step: u64,
     pub call_id: String,
@@ -493,7 +509,7 @@ pub enum RunStatus {
 }
 
 impl RunStatus {
-    /// The name the log and `log inspect` use.
+    /// The name in the log, in `--json` and in human output (the serde name).
     pub fn as_str(self) -> &'static str {
         match self {
             RunStatus::Completed => "completed",
@@ -594,5 +610,18 @@ mod tests {
         );
         let back: Event = serde_json::from_str(&s).unwrap();
         assert_eq!(back, ev);
+    }
+
+    #[test]
+    fn run_status_names_are_the_serde_names() {
+        for s in [
+            RunStatus::Completed,
+            RunStatus::MaxSteps,
+            RunStatus::MaxCost,
+            RunStatus::FormatErrors,
+            RunStatus::Error,
+        ] {
+            assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
+        }
     }
 }

@@ -27,5 +27,6 @@ pub mod model;
 pub mod session;
 pub mod signals;
 pub mod store;
+pub(crate) mod text;
 pub mod tools;
-pub mod trajectory;
+pub(crate) mod trajectory;

@@ -6,9 +6,7 @@ use crate::event::Event;
 use crate::session::State;
 use std::path::Path;
 
-pub use tinyagent_store::{
-    DEFAULT_SNAPSHOT_EVERY, OpenReport, SnapshotSaved, StoreError, StoreOptions, TestSeams,
-};
+pub use tinyagent_store::{OpenReport, StoreError, StoreOptions, TestSeams};
 
 /// An open log of a run and the state it folds to.
 pub type Store = tinyagent_store::Store<Event, State>;

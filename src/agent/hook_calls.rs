@@ -58,12 +58,11 @@ impl Agent {
         });
         let run = self.report_hook("pre_tool", call, &outcome);
         let blocked = match outcome {
-            hooks::HookOutcome::Allow { .. } => None,
             hooks::HookOutcome::Block { reason } => Some(reason),
             hooks::HookOutcome::Failed { error } if hooks.on_failure == HookFailure::Block => Some(
                 format!("the hook failed and hooks.on_failure is block: {error}"),
             ),
-            hooks::HookOutcome::Failed { .. } => None,
+            hooks::HookOutcome::Allow { .. } | hooks::HookOutcome::Failed { .. } => None,
         };
         Some(PreHook { run, blocked })
     }

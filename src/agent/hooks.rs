@@ -12,6 +12,8 @@
 //! post) text is a failure; the run's `hooks.on_failure` says what a failure
 //! means for a pre hook: `block` (the default) or `allow`.
 
+use crate::text::cut_chars;
+use crate::tools::host::kill_group;
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
@@ -101,13 +103,13 @@ pub fn run_hook(
                 };
             }
             Ok(None) if Instant::now() >= deadline => {
-                kill_group(&child);
+                kill_group(child.id());
                 let _ = child.wait();
                 break None;
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(5)),
             Err(e) => {
-                kill_group(&child);
+                kill_group(child.id());
                 let _ = child.wait();
                 return HookOutcome::Failed {
                     error: format!("hook `{command}`: {e}"),
@@ -172,18 +174,9 @@ fn collect(rx: &mpsc::Receiver<String>, deadline: Instant, child: &Child) -> Str
     if let Ok(s) = rx.recv_timeout(left) {
         return s;
     }
-    kill_group(child);
+    kill_group(child.id());
     rx.recv_timeout(Duration::from_millis(200))
         .unwrap_or_default()
-}
-
-fn kill_group(child: &Child) {
-    if let Ok(pid) = i32::try_from(child.id()) {
-        let _ = nix::sys::signal::killpg(
-            nix::unistd::Pid::from_raw(pid),
-            nix::sys::signal::Signal::SIGKILL,
-        );
-    }
 }
 
 /// Most of a hook's text kept in a log record.
@@ -191,12 +184,7 @@ pub const DETAIL_LIMIT: usize = 2000;
 
 /// `s` cut to [`DETAIL_LIMIT`] characters (with a note when cut).
 pub fn clip(s: &str) -> String {
-    if s.chars().count() <= DETAIL_LIMIT {
-        return s.to_string();
-    }
-    let mut out: String = s.chars().take(DETAIL_LIMIT).collect();
-    out.push_str("… [cut]");
-    out
+    cut_chars(s, DETAIL_LIMIT, "… [cut]")
 }
 
 fn non_empty(s: &str) -> Option<&str> {
@@ -210,7 +198,10 @@ fn parse_stdout(command: &str, out: &str) -> HookOutcome {
     if out.starts_with('{') {
         let Ok(Value::Object(obj)) = serde_json::from_str::<Value>(out) else {
             return HookOutcome::Failed {
-                error: format!("hook `{command}` printed invalid JSON: {}", preview(out)),
+                error: format!(
+                    "hook `{command}` printed invalid JSON: {}",
+                    cut_chars(out, 200, "")
+                ),
             };
         };
         return match obj.get("decision").and_then(Value::as_str) {
@@ -235,10 +226,6 @@ fn parse_stdout(command: &str, out: &str) -> HookOutcome {
     HookOutcome::Allow {
         feedback: Some(out.to_string()),
     }
-}
-
-fn preview(s: &str) -> String {
-    s.chars().take(200).collect()
 }
 
 #[cfg(test)]

@@ -8,12 +8,12 @@
 //! state changes only through `State::apply` inside `Store::append`.
 
 mod call;
-pub mod compaction;
+pub(crate) mod compaction;
 mod hook_calls;
-pub mod hooks;
-pub mod output;
+pub(crate) mod hooks;
+pub(crate) mod output;
 pub mod prompt;
-pub mod resume;
+pub(crate) mod resume;
 
 use crate::config::RunConfig;
 use crate::event::{
@@ -38,16 +38,13 @@ pub enum AgentError {
     /// Input refused before anything ran (exit 2).
     #[error("{0}")]
     Refused(String),
-    /// The environment broke (exit 1).
-    #[error("{0}")]
-    Environment(String),
 }
 
 impl AgentError {
     pub fn exit_code(&self) -> i32 {
         match self {
             AgentError::Store(e) => e.exit_code(),
-            AgentError::Model(_) | AgentError::Environment(_) => 1,
+            AgentError::Model(_) => 1,
             AgentError::Refused(_) => 2,
         }
     }
@@ -134,10 +131,6 @@ impl Agent {
 
     pub fn state(&self) -> &State {
         self.store.state()
-    }
-
-    pub fn store(&self) -> &Store {
-        &self.store
     }
 
     pub fn output(&mut self) -> &mut Output {
@@ -381,7 +374,7 @@ fn normalise_call_ids(calls: &mut [ToolCall], step: u64) {
     let mut seen = std::collections::HashSet::new();
     for (i, c) in calls.iter_mut().enumerate() {
         if c.id.is_empty() || !seen.insert(c.id.clone()) {
-            c.id = format!("call_{step}_{i}");
+            c.id = ToolCall::fallback_id(step, i);
             seen.insert(c.id.clone());
         }
     }

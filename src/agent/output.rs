@@ -2,7 +2,12 @@
 //! each with an `"event"` member), or a live human view on stderr.
 //!
 //! Events about a record are emitted only after that record is durable: the
-//! loop calls [`Output::record`] after `Store::append` returned.
+//! loop calls [`Output::record`] after `Store::append` returned, and the
+//! events it adds (`checkpoint.saved`, `snapshot.saved`, `resume.*`) follow
+//! the records they describe. `hook.ran` is the one event ahead of the log:
+//! it is printed when the hook returns (a pre hook's before `tool.started`),
+//! and the run it reports is recorded afterwards, in the call's
+//! `hook.blocked` or `tool.result`.
 
 use crate::event::Event;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -19,14 +24,9 @@ pub struct Output {
     step: u64,
 }
 
+/// `s` on one line (newlines shown as `⏎`), cut to `max` characters.
 fn preview(s: &str, max: usize) -> String {
-    let one_line: String = s.chars().map(|c| if c == '\n' { '⏎' } else { c }).collect();
-    if one_line.chars().count() <= max {
-        one_line
-    } else {
-        let cut: String = one_line.chars().take(max).collect();
-        format!("{cut}…")
-    }
+    crate::text::cut_chars(&s.replace('\n', "⏎"), max, "…")
 }
 
 /// One line on stderr, best effort: a closed stderr (EPIPE, `2>&1 | head`)
@@ -58,10 +58,6 @@ impl Output {
             streamed: false,
             step: 0,
         }
-    }
-
-    pub fn is_json(&self) -> bool {
-        self.json
     }
 
     /// Prints one JSON event line on stdout (json mode only).
@@ -151,6 +147,10 @@ impl Output {
         }
     }
 
+    #[allow(
+        clippy::match_same_arms,
+        reason = "one arm per record kind, in the vocabulary's order"
+    )]
     fn human(&mut self, event: &Event) {
         match event {
             Event::RunStarted(r) => self.say(&format!(
@@ -225,10 +225,7 @@ impl Output {
             Event::Resume(r) => self.say(&format!("resumed:\n{}", indent(&r.notice))),
             Event::RunFinished(f) => self.say(&format!(
                 "finished: {}{}",
-                serde_json::to_value(f.status)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_string))
-                    .unwrap_or_default(),
+                f.status.as_str(),
                 f.reason
                     .as_ref()
                     .map(|r| format!(" ({r})"))

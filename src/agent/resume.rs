@@ -59,7 +59,7 @@ pub fn stop_leftovers(state: &crate::session::State) -> Vec<StoppedProcess> {
 /// zombie)? The host's view; [`crate::tools::ExecEnv::process_alive`] is the
 /// environment's.
 pub fn process_alive(info: &ProcessInfo) -> bool {
-    crate::tools::env::host_process_alive(info.pid, info.start_time)
+    crate::tools::host::host_process_alive(info.pid, info.start_time)
 }
 
 impl Agent {
@@ -266,10 +266,5 @@ impl Agent {
 }
 
 fn short(s: &str) -> String {
-    let one: String = s.chars().take(120).collect();
-    if one.len() < s.len() {
-        format!("{one}…")
-    } else {
-        one
-    }
+    crate::text::cut_chars(s, 120, "…")
 }

@@ -7,8 +7,8 @@
 //! save the same bytes.
 
 use crate::event::{
-    Compaction, Event, Limits, Message, ModelResponse, RunStarted, SCHEMA_VERSION, StepSaved,
-    ToolCall, ToolResult, ToolStarted, Usage,
+    Compaction, Event, Limits, Message, ModelResponse, RunSettings, RunStarted, SCHEMA_VERSION,
+    StepSaved, ToolCall, ToolResult, ToolStarted, Usage,
 };
 use serde::Serialize;
 use tinyagent_store::wal::frame;
@@ -82,7 +82,7 @@ fn run_started() -> RunStarted {
         tools: vec!["bash".into(), "read".into(), "write".into()],
         limits: Limits::default(),
         system_prompt: "You are a careful coding agent.".into(),
-        settings: Default::default(),
+        settings: RunSettings::default(),
     }
 }
 

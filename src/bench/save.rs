@@ -216,10 +216,6 @@ impl SaveRig {
         self.json.len()
     }
 
-    pub fn log_path(&self) -> &Path {
-        &self.log_path
-    }
-
     /// Removes the rig's files.
     pub fn remove(self) -> Result<(), BenchError> {
         for path in [

@@ -1,6 +1,7 @@
 //! Raw command-line arguments (clap). They are turned into validated options
 //! before any I/O happens.
 
+pub use crate::bench::BenchSaveArgs;
 use crate::config::ProviderKind;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -46,6 +47,10 @@ pub struct ProviderArgs {
 }
 
 #[derive(Debug, Args, Clone, Default)]
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "one field per command-line flag"
+)]
 pub struct RunArgs {
     /// What the agent should do.
     pub task: String,
@@ -155,25 +160,6 @@ pub enum LogCommand {
 pub enum BenchCommand {
     /// Save cost: log append vs whole-file checkpoint, side by side.
     Save(BenchSaveArgs),
-}
-
-#[derive(Debug, Args, Clone)]
-pub struct BenchSaveArgs {
-    /// One JSON object per run length measured.
-    #[arg(long)]
-    pub json: bool,
-    /// Run lengths (messages) to measure.
-    #[arg(long, value_delimiter = ',', default_values_t = vec![10u64, 100, 1000, 10000])]
-    pub lengths: Vec<u64>,
-    /// Saves timed per length and method.
-    #[arg(long, default_value_t = 50)]
-    pub samples: u32,
-    /// Size of a tool output in bytes.
-    #[arg(long, default_value_t = 3000)]
-    pub output_bytes: usize,
-    /// Directory for the scratch files (default: a temp dir in the current directory).
-    #[arg(long)]
-    pub dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Args, Clone, Default)]

@@ -116,21 +116,27 @@ pub fn demo(args: &DemoArgs) -> Result<i32, CliError> {
     crate::agent::output::err_line(&format!("   workspace {}", workspace.display()));
     crate::agent::output::err_line(&format!("   log       {}\n", wal.display()));
     let mut cmd = Command::new(exe()?);
-    cmd.args(["run", "--provider", "script", "--plan", "--script"])
-        .arg(&script_path)
-        .arg("--cwd")
-        .arg(&workspace)
-        .arg("--wal")
-        .arg(&wal)
-        .arg("Write a note, count it, search it, then run a slow check")
-        .stdin(Stdio::null());
+    cmd.args([
+        "run",
+        "--provider",
+        crate::config::ProviderKind::Script.as_str(),
+        "--plan",
+        "--script",
+    ])
+    .arg(&script_path)
+    .arg("--cwd")
+    .arg(&workspace)
+    .arg("--wal")
+    .arg(&wal)
+    .arg("Write a note, count it, search it, then run a slow check")
+    .stdin(Stdio::null());
     if args.json {
         cmd.arg("--json");
     }
     let mut child = cmd.spawn().map_err(|e| io_err("cannot start the run", e))?;
     wait_for_start(&mut child, &wal)?;
     std::thread::sleep(Duration::from_millis(700));
-    let pid = Pid::from_raw(child.id() as i32);
+    let pid = Pid::from_raw(child.id().cast_signed());
     kill(pid, Signal::SIGKILL).map_err(|e| io_err("kill", e))?;
     let _ = child.wait();
     crate::agent::output::err_line(&format!(
@@ -169,7 +175,7 @@ fn cleanup_orphans(wal: &Path) {
     if let Ok(loaded) = crate::store::load(wal) {
         for p in loaded.state.processes.values() {
             if crate::agent::resume::process_alive(p) {
-                let _ = nix::sys::signal::killpg(Pid::from_raw(p.pid as i32), Signal::SIGKILL);
+                crate::tools::host::kill_group(p.pid);
             }
         }
     }

@@ -26,7 +26,7 @@ fn export(wal: &Path, output: Option<&Path>) -> Result<i32, CliError> {
     match output {
         Some(path) => {
             if path == wal {
-                return Err(CliError::new(2, "the output must not be the log itself"));
+                return Err(CliError::refused("the output must not be the log itself"));
             }
             tinyagent_store::fsutil::atomic_write(path, format!("{text}\n").as_bytes())
                 .map_err(|e| CliError::new(1, format!("cannot write {}: {e}", path.display())))?;
@@ -59,7 +59,7 @@ pub fn log(cmd: LogCommand) -> Result<i32, CliError> {
         // A file that cannot be read as a log is refused input, as for
         // `log verify`.
         LogCommand::Inspect { wal, json } => {
-            inspect::inspect(&wal, json, &mut out).map_err(|e| CliError::new(2, format!("{e:#}")))
+            inspect::inspect(&wal, json, &mut out).map_err(|e| CliError::refused(format!("{e:#}")))
         }
         LogCommand::Verify { wal } => Ok(inspect::verify(&wal, &mut err)?),
         LogCommand::Repair { wal } => Ok(inspect::repair(&wal, &mut err)?),

@@ -4,11 +4,11 @@
 //! refused input, 3 stopped by a limit.
 
 pub mod args;
-pub mod demo;
+mod demo;
 pub mod inspect;
-pub mod logcmd;
-pub mod resume;
-pub mod run;
+mod logcmd;
+mod resume;
+mod run;
 
 use crate::agent::AgentError;
 use crate::event::RunStatus;
@@ -29,6 +29,11 @@ impl CliError {
             message: message.into(),
         }
     }
+
+    /// A refusal: bad input or a state the command will not act on (exit 2).
+    pub fn refused(message: impl Into<String>) -> CliError {
+        CliError::new(2, message)
+    }
 }
 
 impl From<AgentError> for CliError {
@@ -39,7 +44,7 @@ impl From<AgentError> for CliError {
 
 impl From<crate::config::ConfigError> for CliError {
     fn from(e: crate::config::ConfigError) -> CliError {
-        CliError::new(2, e.to_string())
+        CliError::refused(e.to_string())
     }
 }
 

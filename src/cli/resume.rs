@@ -14,10 +14,6 @@ use crate::store::{OpenReport, Store, StoreOptions};
 use crate::tools::{ProcessTable, ToolSet, ToolSetOptions};
 use std::path::{Path, PathBuf};
 
-fn refuse(msg: impl Into<String>) -> CliError {
-    CliError::new(2, msg)
-}
-
 /// A whole-file trajectory rather than a log?
 fn is_trajectory(path: &Path) -> bool {
     if path.extension().is_some_and(|e| e == "json") {
@@ -51,15 +47,15 @@ pub struct Trajectory {
 /// exists). Nothing is written.
 pub fn read_trajectory(json: &Path, wal: &Path) -> Result<Trajectory, CliError> {
     if wal.exists() {
-        return Err(refuse(format!(
+        return Err(CliError::refused(format!(
             "{} exists: refusing to overwrite it (resume that log instead)",
             wal.display()
         )));
     }
     let text = std::fs::read_to_string(json)
-        .map_err(|e| refuse(format!("cannot read {}: {e}", json.display())))?;
-    let mut imported =
-        crate::trajectory::import(&text).map_err(|e| refuse(format!("{}: {e}", json.display())))?;
+        .map_err(|e| CliError::refused(format!("cannot read {}: {e}", json.display())))?;
+    let mut imported = crate::trajectory::import(&text)
+        .map_err(|e| CliError::refused(format!("{}: {e}", json.display())))?;
     // A file without a tool signature was written for the tool set of its
     // settings: record the one this tinyagent offers for them.
     for ev in &mut imported.events {
@@ -158,15 +154,15 @@ fn locate(args: &ResumeArgs) -> Result<(Source, RunStarted), CliError> {
         let run = t
             .run_started()
             .cloned()
-            .ok_or_else(|| refuse(format!("{}: no run.started", args.path.display())))?;
+            .ok_or_else(|| CliError::refused(format!("{}: no run.started", args.path.display())))?;
         return Ok((Source::Trajectory(t), run));
     }
     let wal = args.path.clone();
     if !wal.exists() {
-        return Err(refuse(format!("{}: no such log", wal.display())));
+        return Err(CliError::refused(format!("{}: no such log", wal.display())));
     }
     let run = run_started(&wal).ok_or_else(|| {
-        refuse(format!(
+        CliError::refused(format!(
             "{}: the log holds no complete run.started record, so the run never started \
              (nothing ran); remove the file and start over with `tinyagent run`",
             wal.display()
@@ -178,10 +174,10 @@ fn locate(args: &ResumeArgs) -> Result<(Source, RunStarted), CliError> {
 /// The flags that need no log to check.
 fn check_flags(args: &ResumeArgs) -> Result<(), CliError> {
     if args.max_cost.is_some_and(|c| !c.is_finite() || c < 0.0) {
-        return Err(refuse("--max-cost must be a number >= 0"));
+        return Err(CliError::refused("--max-cost must be a number >= 0"));
     }
     if args.max_format_errors == Some(0) {
-        return Err(refuse("--max-format-errors must be at least 1"));
+        return Err(CliError::refused("--max-format-errors must be at least 1"));
     }
     Ok(())
 }
@@ -249,7 +245,7 @@ fn local_hooks(
         }
     }
     if !missing.is_empty() {
-        return Err(refuse(format!(
+        return Err(CliError::refused(format!(
             "the log names hooks that the local config does not: {}; configure them in \
              tinyagent.toml to keep them, or resume with --no-hooks to go on without",
             missing.join(", ")
@@ -265,7 +261,7 @@ fn tools_for(run: &RunStarted) -> Result<ToolSet, CliError> {
         plan: run.plan_enabled,
     });
     if tools.signature() != run.tool_signature {
-        return Err(refuse(format!(
+        return Err(CliError::refused(format!(
             "tool set mismatch: the log was written with tool signature {} (plan {}, {}), this tinyagent offers {} for those settings",
             run.tool_signature,
             if run.plan_enabled { "on" } else { "off" },
@@ -388,7 +384,7 @@ pub async fn resume(args: &ResumeArgs) -> Result<i32, CliError> {
     let (store, report) = Store::open(&wal, options)?;
     let stopped = crate::agent::resume::stop_leftovers(store.state());
     let run = store.state().run.clone().ok_or_else(|| {
-        refuse(format!(
+        CliError::refused(format!(
             "{}: the log has no run.started record",
             wal.display()
         ))

@@ -25,10 +25,6 @@ pub struct RunPlan {
     pub json: bool,
 }
 
-fn refuse(msg: impl Into<String>) -> CliError {
-    CliError::new(2, msg)
-}
-
 fn new_run_id() -> String {
     let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
     let compact: String = now.chars().filter(|c| c.is_ascii_digit()).collect();
@@ -37,7 +33,7 @@ fn new_run_id() -> String {
 
 /// An absolute form of a path the person gave, which must exist.
 fn absolute(p: &Path) -> Result<PathBuf, CliError> {
-    std::fs::canonicalize(p).map_err(|e| refuse(format!("{}: {e}", p.display())))
+    std::fs::canonicalize(p).map_err(|e| CliError::refused(format!("{}: {e}", p.display())))
 }
 
 /// An absolute form of a path that may not exist yet.
@@ -46,7 +42,7 @@ fn absolute_new(p: PathBuf) -> Result<PathBuf, CliError> {
         return Ok(p);
     }
     Ok(std::env::current_dir()
-        .map_err(|e| refuse(e.to_string()))?
+        .map_err(|e| CliError::refused(e.to_string()))?
         .join(p))
 }
 
@@ -63,7 +59,9 @@ pub fn home() -> Result<PathBuf, CliError> {
         .or_else(|| var("XDG_STATE_HOME").map(|d| d.join("tinyagent")))
         .or_else(|| var("HOME").map(|h| h.join(".local/state/tinyagent")))
         .ok_or_else(|| {
-            refuse("no place for the run's log: set TINYAGENT_HOME (or HOME), or give --wal")
+            CliError::refused(
+                "no place for the run's log: set TINYAGENT_HOME (or HOME), or give --wal",
+            )
         })?;
     absolute_new(home)
 }
@@ -90,14 +88,14 @@ pub fn resolve(args: &RunArgs, file: &Config) -> Result<RunConfig, CliError> {
     };
     let script = match (provider, args.script.clone().or(m.script.clone())) {
         (ProviderKind::Script, None) => {
-            return Err(refuse("provider script needs --script <FILE>"));
+            return Err(CliError::refused("provider script needs --script <FILE>"));
         }
         (_, Some(s)) => Some(absolute(&s)?),
         (_, None) => None,
     };
     let workspace = absolute(&args.cwd.clone().unwrap_or_else(|| PathBuf::from(".")))?;
     if !workspace.is_dir() {
-        return Err(refuse(format!(
+        return Err(CliError::refused(format!(
             "--cwd {} is not a directory",
             workspace.display()
         )));
@@ -154,7 +152,7 @@ pub fn resolve(args: &RunArgs, file: &Config) -> Result<RunConfig, CliError> {
 /// Stage 2: a new run's identity, log path and first record.
 pub fn new_run(args: &RunArgs, config: RunConfig) -> Result<RunPlan, CliError> {
     if args.task.trim().is_empty() {
-        return Err(refuse("the task is empty"));
+        return Err(CliError::refused("the task is empty"));
     }
     let tools = ToolSet::new(ToolSetOptions {
         read_only: config.read_only,
@@ -166,7 +164,7 @@ pub fn new_run(args: &RunArgs, config: RunConfig) -> Result<RunPlan, CliError> {
         None => home()?.join("runs").join(format!("{run_id}.wal")),
     };
     if wal.exists() {
-        return Err(refuse(format!(
+        return Err(CliError::refused(format!(
             "{} exists: a new run needs a new log (use `tinyagent resume` to continue one)",
             wal.display()
         )));
@@ -215,7 +213,7 @@ pub fn provider_for(config: &RunConfig) -> Result<Provider, CliError> {
     let key_env = m.api_key_env.as_deref();
     let api_key = api_key(m.provider, key_env);
     if m.provider == ProviderKind::Anthropic && api_key.is_none() {
-        return Err(refuse(format!(
+        return Err(CliError::refused(format!(
             "provider anthropic needs an API key in ${}",
             key_env.unwrap_or(m.provider.default_key_env())
         )));
@@ -231,7 +229,7 @@ pub fn provider_for(config: &RunConfig) -> Result<Provider, CliError> {
         max_retries: m.max_retries,
         retry_base: m.retry_base,
     })
-    .map_err(|e| refuse(e.to_string()))
+    .map_err(|e| CliError::refused(e.to_string()))
 }
 
 /// The execution environment a run's config asks for. Variables that hold
@@ -270,7 +268,7 @@ pub fn store_options(config: &RunConfig) -> StoreOptions {
 /// process writes, read once before it is opened; a fault plan that does not
 /// parse is refused. The only place the application reads them.
 pub fn test_seams() -> Result<TestSeams, CliError> {
-    TestSeams::from_env().map_err(|e| refuse(e.to_string()))
+    TestSeams::from_env().map_err(|e| CliError::refused(e.to_string()))
 }
 
 /// `tinyagent run`.

@@ -67,6 +67,10 @@ pub struct PlanSection {
 
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[allow(
+    clippy::struct_field_names,
+    reason = "the fields are the [limits] keys of tinyagent.toml"
+)]
 pub struct LimitsSection {
     pub max_steps: Option<u64>,
     pub max_cost_usd: Option<f64>,

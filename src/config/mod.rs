@@ -9,7 +9,7 @@
 //! comes from. The agent holds the `RunConfig`; nothing re-reads the log's
 //! settings while the run goes on.
 
-pub mod file;
+pub(crate) mod file;
 
 pub use file::{Config, ConfigError};
 
@@ -134,8 +134,8 @@ macro_rules! display_as_str {
 }
 display_as_str!(ProviderKind, EnvKind, HookFailure);
 
-/// Default records between background snapshots.
-pub const DEFAULT_SNAPSHOT_EVERY: u64 = 1000;
+/// Default records between background snapshots (the store's default).
+pub use tinyagent_store::DEFAULT_SNAPSHOT_EVERY;
 /// Default compaction threshold (estimated tokens of what is sent): three
 /// quarters of a 128k window.
 pub const DEFAULT_COMPACT_AT: u64 = 96_000;

@@ -175,7 +175,7 @@ pub(crate) fn parse_response(v: &Value, step: u64) -> Result<ModelReply, ModelEr
                 })?;
                 let id = match b.get("id").and_then(Value::as_str) {
                     Some(id) if !id.is_empty() => id.to_string(),
-                    _ => format!("call_{step}_{}", calls.len()),
+                    _ => ToolCall::fallback_id(step, calls.len()),
                 };
                 let input = b.get("input").cloned().unwrap_or_else(|| json!({}));
                 calls.push(ToolCall {

@@ -80,9 +80,7 @@ pub(crate) fn redact(text: &str, key: Option<&str>) -> String {
         Some(k) if k.len() >= 4 => text.replace(k, "<redacted>"),
         _ => text.to_string(),
     };
-    if out.chars().count() > MAX_BODY_CHARS {
-        out = out.chars().take(MAX_BODY_CHARS).collect::<String>() + "…";
-    }
+    out = crate::text::cut_chars(&out, MAX_BODY_CHARS, "…");
     out.trim().to_string()
 }
 

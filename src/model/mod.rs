@@ -148,15 +148,6 @@ impl Provider {
         }
     }
 
-    /// Which kind of provider this is.
-    pub fn kind(&self) -> ProviderKind {
-        match self {
-            Provider::OpenAi(_) => ProviderKind::OpenAi,
-            Provider::Anthropic(_) => ProviderKind::Anthropic,
-            Provider::Script(_) => ProviderKind::Script,
-        }
-    }
-
     /// Asks the model for the next assistant message. Retries transient
     /// failures with backoff. The reply's text is passed to `on_text` before
     /// this returns: piece by piece as it streams in, or in one piece for

@@ -8,7 +8,6 @@ use super::http::{Backoff, build_client, checked_base_url, exchange_json, send};
 use super::sse::SseDecoder;
 use super::{ModelReply, ModelRequest, ProviderConfig, Purpose};
 use crate::event::{Message, Role, ToolCall, Usage};
-use futures_util::StreamExt;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
@@ -77,22 +76,19 @@ impl OpenAiProvider {
     ) -> Result<ModelReply, ModelError> {
         let timeout = self.cfg.request_timeout;
         let key = self.cfg.api_key.as_deref();
-        let response = tokio::time::timeout(timeout, send(&self.cfg, self.request(body)))
+        let mut response = tokio::time::timeout(timeout, send(&self.cfg, self.request(body)))
             .await
             .map_err(|_| ModelError::Timeout(timeout))??;
-        let mut stream = response.bytes_stream();
         let mut decoder = SseDecoder::default();
         let mut acc = StreamAssembler::default();
         loop {
-            let next = tokio::time::timeout(timeout, stream.next())
+            let next = tokio::time::timeout(timeout, response.chunk())
                 .await
-                .map_err(|_| ModelError::Timeout(timeout))?;
+                .map_err(|_| ModelError::Timeout(timeout))?
+                .map_err(|e| from_reqwest(&e, timeout, key))?;
             let ended = next.is_none();
             let events = match next {
-                Some(chunk) => {
-                    let chunk = chunk.map_err(|e| from_reqwest(&e, timeout, key))?;
-                    decoder.push(&chunk)
-                }
+                Some(chunk) => decoder.push(&chunk),
                 None => decoder.finish().into_iter().collect(),
             };
             for data in events {
@@ -206,7 +202,7 @@ pub(crate) fn parse_response(v: &Value, step: u64) -> Result<ModelReply, ModelEr
 
 fn call_id(given: &str, step: u64, index: usize) -> String {
     if given.is_empty() {
-        format!("call_{step}_{index}")
+        ToolCall::fallback_id(step, index)
     } else {
         given.to_string()
     }

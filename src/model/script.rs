@@ -105,11 +105,6 @@ impl ScriptProvider {
         })
     }
 
-    /// Number of scripted turns.
-    pub fn turns(&self) -> usize {
-        self.turns.len()
-    }
-
     pub(crate) async fn complete(
         &self,
         req: &ModelRequest,
@@ -159,7 +154,7 @@ fn turn_reply(turn: &Turn, req: &ModelRequest) -> ModelReply {
             id: c
                 .id
                 .clone()
-                .unwrap_or_else(|| format!("call_{}_{i}", req.step)),
+                .unwrap_or_else(|| ToolCall::fallback_id(req.step, i)),
             name: c.name.clone(),
             arguments: match &c.arguments {
                 None => "{}".to_string(),
@@ -209,7 +204,7 @@ fn default_summary(req: &ModelRequest) -> String {
         .messages
         .iter()
         .find(|m| m.role == Role::User)
-        .map(|m| m.content.chars().take(200).collect::<String>())
+        .map(|m| crate::text::cut_chars(&m.content, 200, ""))
         .unwrap_or_default();
     let calls: usize = req.messages.iter().map(|m| m.tool_calls.len()).sum();
     let results = req.messages.iter().filter(|m| m.role == Role::Tool).count();

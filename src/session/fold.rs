@@ -7,9 +7,6 @@ use super::{
 use super::{Status, plan};
 use crate::event::{Event, Message, Role};
 
-/// First line of the pinned plan message.
-pub const PLAN_BLOCK_HEADER: &str = "[Current plan]";
-
 impl State {
     /// Adds a message to the full history when it is kept.
     fn remember(&mut self, m: &Message) {
@@ -34,7 +31,6 @@ impl State {
                     Vec::new()
                 };
                 self.view = start;
-                self.compacted = false;
                 self.last_compaction = None;
                 self.limits = r.limits.clone();
                 self.run = Some(r.clone());
@@ -107,7 +103,6 @@ impl State {
                 view.push(self.system_message());
                 view.extend(c.view.iter().cloned());
                 self.view = view;
-                self.compacted = true;
                 self.compactions = self.compactions.saturating_add(1);
                 self.last_compaction = Some(CompactionMark {
                     step: c.step,
@@ -199,7 +194,7 @@ impl State {
             return None;
         }
         let body = plan::render(self.plan.as_ref());
-        Some(Message::user(format!("{PLAN_BLOCK_HEADER}\n{body}")))
+        Some(Message::user(format!("{}\n{body}", plan::BLOCK_HEADER)))
     }
 
     /// What the model is sent for a step: the view, with the plan block (when
@@ -208,7 +203,7 @@ impl State {
     pub fn model_messages(&self) -> Vec<Message> {
         let mut out = self.view.clone();
         if let Some(block) = self.plan_block() {
-            let at = if self.compacted { 2 } else { 1 };
+            let at = if self.compacted() { 2 } else { 1 };
             out.insert(at.min(out.len()), block);
         }
         out
@@ -232,11 +227,5 @@ impl State {
             })
             .sum();
         (chars as u64).div_ceil(4)
-    }
-
-    /// Whether the run has ended (a `run.finished` was applied after the last
-    /// resume that continued it).
-    pub fn is_finished(&self) -> bool {
-        matches!(self.status, Status::Finished(_))
     }
 }

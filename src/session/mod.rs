@@ -9,15 +9,13 @@
 //! [`plan`] holds the pure plan rules and renderings.
 
 mod fold;
-pub mod plan;
+pub(crate) mod plan;
 #[cfg(test)]
 pub(crate) mod proptests;
 #[cfg(test)]
 pub(crate) mod testkit;
 #[cfg(test)]
 mod tests;
-
-pub use fold::PLAN_BLOCK_HEADER;
 
 use crate::event::{Event, Limits, Message, PlanItem, RunStarted, RunStatus, Usage};
 use serde::{Deserialize, Serialize};
@@ -92,6 +90,16 @@ pub enum Status {
     Finished(RunStatus),
 }
 
+impl Status {
+    /// `running`, or the finished run's [`RunStatus::as_str`].
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Running => "running",
+            Status::Finished(s) => s.as_str(),
+        }
+    }
+}
+
 /// Everything the log says about a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct State {
@@ -110,8 +118,6 @@ pub struct State {
     /// What the model is sent, minus the pinned plan block: the system prompt
     /// first; after a compaction, the compaction's view follows it.
     pub view: Vec<Message>,
-    /// `view[1]` is a compaction summary (the plan block goes after it).
-    pub compacted: bool,
     /// Calls of the latest model response that have no result yet, in order.
     pub pending: Vec<PendingCall>,
     pub plan: Option<Plan>,
@@ -137,7 +143,8 @@ pub struct State {
     /// Records applied.
     pub records: u64,
     /// Where the latest compaction happened (for export); `None` when the
-    /// view was never compacted.
+    /// view was never compacted. Set and cleared together with the view's
+    /// summary, so it also says whether `view[1]` is one ([`State::compacted`]).
     #[serde(default)]
     pub last_compaction: Option<CompactionMark>,
     /// A successful `update_plan` result whose `plan.updated` record is not
@@ -172,12 +179,11 @@ fn yes() -> bool {
 }
 
 impl State {
-    /// An empty state that does not keep the full history (see `messages`).
-    pub fn without_history() -> State {
-        State {
-            keep_history: false,
-            ..State::default()
-        }
+    /// `view[1]` is a compaction summary (the plan block goes after it).
+    /// Snapshots written before this was derived carry a `compacted` member;
+    /// deserializing ignores it.
+    pub fn compacted(&self) -> bool {
+        self.last_compaction.is_some()
     }
 }
 
@@ -189,7 +195,10 @@ impl tinyagent_store::Fold<Event> for State {
     }
 
     fn empty_for_writing() -> State {
-        State::without_history()
+        State {
+            keep_history: false,
+            ..State::default()
+        }
     }
 }
 
@@ -200,7 +209,6 @@ impl Default for State {
             messages: Vec::new(),
             keep_history: true,
             view: Vec::new(),
-            compacted: false,
             pending: Vec::new(),
             plan: None,
             plan_history: Vec::new(),

@@ -10,6 +10,8 @@ use crate::event::{PlanItem, PlanStatus};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
+/// First line of the pinned plan message.
+pub const BLOCK_HEADER: &str = "[Current plan]";
 /// The tool that changes the plan.
 pub const TOOL_NAME: &str = "update_plan";
 /// Most items a plan may hold.

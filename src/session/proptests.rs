@@ -234,8 +234,8 @@ proptest! {
         prop_assert!(s.view.len() <= s.messages.len() + 1);
         prop_assert_eq!(s.view[0].role, Role::System);
         if s.plan_enabled() {
-            let at = if s.compacted { 2 } else { 1 };
-            prop_assert!(s.model_messages()[at.min(s.view.len())].content.starts_with("[Current plan]"));
+            let at = if s.compacted() { 2 } else { 1 };
+            prop_assert!(s.model_messages()[at.min(s.view.len())].content.starts_with(plan::BLOCK_HEADER));
         } else {
             prop_assert_eq!(s.model_messages(), s.view.clone());
         }

@@ -251,7 +251,7 @@ fn no_plan_block_when_the_plan_is_disabled() {
     assert!(
         s.model_messages()
             .iter()
-            .all(|m| !m.content.starts_with("[Current plan]"))
+            .all(|m| !m.content.starts_with(plan::BLOCK_HEADER))
     );
     assert_eq!(s.model_messages(), s.view);
 }
@@ -270,7 +270,7 @@ fn compaction_replaces_the_view_but_keeps_the_history() {
         s.view,
         vec![Message::system("you are an agent"), Message::user("sum")]
     );
-    assert!(s.compacted);
+    assert!(s.compacted());
     assert_eq!(s.compactions, 1);
     s.apply(&response(2, "two", vec![], (1, 1), 0.0));
     assert_eq!(s.messages.len(), 5);
@@ -320,7 +320,6 @@ fn processes_hooks_and_saved_steps() {
 fn resume_pushes_notice_and_message_and_reopens_the_run() {
     let mut s = fold(&[run_started(false), finished(RunStatus::Completed)]);
     assert_eq!(s.status, Status::Finished(RunStatus::Completed));
-    assert!(s.is_finished());
     s.apply(&resume("[Resumed] nothing lost", None, None));
     // A resume always reopens the run: the loop is about to go on.
     assert_eq!(s.status, Status::Running);
@@ -411,4 +410,15 @@ fn resume_marks_lost_processes_and_only_those() {
     assert!(s.processes["p1"].lost);
     assert!(!s.processes["p1"].is_tracked_running());
     assert!(s.processes["p2"].is_tracked_running());
+}
+
+#[test]
+fn a_snapshot_body_with_the_old_compacted_member_still_loads() {
+    let s = fold(&[run_started(true), compaction(1, "sum", vec![], (1, 1), 0.0)]);
+    let mut body = serde_json::to_value(&s).unwrap();
+    assert!(body.get("compacted").is_none(), "derived, not stored");
+    body["compacted"] = serde_json::Value::Bool(true);
+    let back: State = serde_json::from_value(body).unwrap();
+    assert_eq!(back, s);
+    assert!(back.compacted());
 }

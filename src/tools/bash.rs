@@ -13,8 +13,7 @@ use super::env::ExecEnv;
 use super::group::{self, Launch};
 use super::output::{HeadTail, OUTPUT_CAP};
 use super::{Effect, ToolContext, ToolOutcome, TypedTool};
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
+use nix::sys::signal::Signal;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::io::{self, Read};
@@ -195,7 +194,7 @@ pub fn run_foreground(
     if let Err(e) = launch.record(&held.group) {
         // Never released: the command reads end-of-file and exits unrun.
         drop(held.release_pipe());
-        let _ = killpg(to_pid(pgid), Signal::SIGKILL);
+        super::host::kill_group(pgid);
         let _ = held.child.wait();
         return Err(io::Error::other(format!(
             "could not record the command's process group, so it was not run: {e}"
@@ -268,7 +267,7 @@ pub fn run_foreground(
             };
         }
         if started.elapsed() >= timeout {
-            let _ = killpg(to_pid(pgid), Signal::SIGKILL);
+            super::host::kill_group(pgid);
             timed_out = true;
             break status_rx
                 .recv()
@@ -276,7 +275,7 @@ pub fn run_foreground(
         }
     };
     // Whatever the command left running in its group goes with it.
-    let _ = killpg(to_pid(pgid), Signal::SIGKILL);
+    super::host::kill_group(pgid);
     let _ = done_rx.recv_timeout(DRAIN_GRACE);
 
     let buf = buffer.lock().unwrap_or_else(PoisonError::into_inner);
@@ -288,8 +287,4 @@ pub fn run_foreground(
         timed_out,
         stopped,
     })
-}
-
-fn to_pid(pgid: u32) -> Pid {
-    Pid::from_raw(i32::try_from(pgid).unwrap_or(i32::MAX))
 }

@@ -2,8 +2,8 @@
 //! `replace_all`) and answers with a short unified diff.
 
 use super::files::{io_error, resolve};
-use super::output::truncate_str;
 use super::{Effect, ToolContext, ToolOutcome, TypedTool};
+use crate::text::cut_bytes;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use similar::TextDiff;
@@ -116,6 +116,6 @@ fn edit_file(real: &Path, args: &EditArgs) -> Result<ToolOutcome, ToolOutcome> {
     Ok(ToolOutcome::ok(format!(
         "Edited {path}: {count} replacement{}.\n{}",
         if count == 1 { "" } else { "s" },
-        truncate_str(&diff, DIFF_CAP)
+        cut_bytes(&diff, DIFF_CAP)
     )))
 }

@@ -48,31 +48,7 @@ pub trait ExecEnv: Send + Sync {
     /// by resume for the orphan check. Local and sandbox processes are host
     /// processes (the sandbox's pid is bubblewrap's, seen from the host).
     fn process_alive(&self, pid: u32, start_time: Option<u64>) -> bool {
-        host_process_alive(pid, start_time)
-    }
-}
-
-/// Whether host process `pid` is running and is the one recorded (same start
-/// time, when one was recorded). A zombie (exited, not yet reaped) is not
-/// running.
-pub fn host_process_alive(pid: u32, start_time: Option<u64>) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
-    // Field 2 (the name) may hold spaces and parentheses: count from the last
-    // ')'. Then field 3 (state) ... field 22 (start time).
-    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
-        return false;
-    };
-    let mut fields = rest.split_whitespace();
-    if matches!(fields.next(), Some("Z" | "X" | "x") | None) {
-        return false;
-    }
-    let now: Option<u64> = fields.nth(22 - 4).and_then(|f| f.parse().ok());
-    match (start_time, now) {
-        (Some(recorded), Some(now)) => recorded == now,
-        (None, _) => true,
-        (Some(_), None) => false,
+        super::host::host_process_alive(pid, start_time)
     }
 }
 
@@ -175,10 +151,6 @@ impl SandboxEnv {
     pub fn new(network: bool) -> Result<Self, EnvError> {
         let bwrap = find_on_path("bwrap").ok_or(EnvError::BwrapMissing)?;
         Ok(SandboxEnv { bwrap, network })
-    }
-
-    pub fn network(&self) -> bool {
-        self.network
     }
 
     /// Runs `true` in a sandbox on `workspace` to check that bubblewrap can

@@ -2,10 +2,10 @@
 //! shared walker lets through, searched with `grep-searcher` (binary files
 //! skipped), optionally restricted by a path glob.
 
-use super::output::truncate_str;
 use super::paths;
 use super::search::{PathGlob, Root, relative, root, walk};
 use super::{Effect, ToolContext, ToolOutcome, TypedTool};
+use crate::text::cut_bytes;
 use grep_regex::RegexMatcher;
 use grep_searcher::sinks::Lossy;
 use grep_searcher::{BinaryDetection, SearcherBuilder};
@@ -97,7 +97,7 @@ impl TypedTool for GrepTool {
                 let text = text.trim_end_matches(['\n', '\r']);
                 lines.push(format!(
                     "{shown}:{number}:{}",
-                    truncate_str(text, MAX_MATCH_LINE)
+                    cut_bytes(text, MAX_MATCH_LINE)
                 ));
                 Ok(true)
             });

@@ -12,8 +12,8 @@
 //! with it (the sandbox adds bubblewrap's `--die-with-parent` and its pid
 //! namespace, which take the whole tree).
 
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
+use super::host::{self, ProcStat, proc_stat};
+use nix::sys::signal::Signal;
 use std::io::{self, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -88,7 +88,7 @@ pub fn spawn_held(mut cmd: Command) -> io::Result<Held> {
         go,
         group: ProcessGroup {
             pid,
-            start_time: super::proc_start_time(pid),
+            start_time: host::proc_start_time(pid),
         },
     })
 }
@@ -114,8 +114,8 @@ pub fn die_with_agent(cmd: &mut Command) {
 }
 
 /// Sends `sig` to the group, then SIGKILL once `grace` has passed or
-/// `cut_short` says so, whichever comes first; `gone` says when the group
-/// leader has been reaped.
+/// `cut_short` says so, whichever comes first; `gone` waits up to the given
+/// time and says whether the group leader has been reaped.
 pub fn stop(
     pgid: u32,
     sig: Signal,
@@ -123,44 +123,14 @@ pub fn stop(
     mut gone: impl FnMut(Duration) -> bool,
     cut_short: impl Fn() -> bool,
 ) {
-    let group = Pid::from_raw(i32::try_from(pgid).unwrap_or(i32::MAX));
-    let _ = killpg(group, sig);
+    host::signal_group(pgid, sig);
     let deadline = Instant::now() + grace;
     while Instant::now() < deadline && !cut_short() {
         if gone(Duration::from_millis(20)) {
             break;
         }
     }
-    let _ = killpg(group, Signal::SIGKILL);
-}
-
-/// One process of the system, as `/proc/<pid>/stat` describes it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ProcStat {
-    pub pid: u32,
-    /// The state letter (`R`, `S`, `Z`...).
-    pub state: char,
-    pub pgid: u32,
-    pub start_time: u64,
-}
-
-/// Parses `/proc/<pid>/stat` (the command name may hold spaces and
-/// parentheses: fields are counted from the last `)`).
-pub fn proc_stat(pid: u32) -> Option<ProcStat> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    parse_stat(pid, &stat)
-}
-
-fn parse_stat(pid: u32, stat: &str) -> Option<ProcStat> {
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // fields[0] is field 3 (state); field N is fields[N - 3].
-    Some(ProcStat {
-        pid,
-        state: fields.first()?.chars().next()?,
-        pgid: fields.get(5 - 3)?.parse().ok()?,
-        start_time: fields.get(22 - 3)?.parse().ok()?,
-    })
+    host::kill_group(pgid);
 }
 
 /// The live (not zombie) processes in the recorded group of a foreground
@@ -176,8 +146,8 @@ pub fn survivors(g: &ProcessGroup) -> Vec<ProcStat> {
     };
     if let Some(leader) = proc_stat(g.pid)
         && leader.pgid == g.pid
-        && leader.start_time != start
-        && !matches!(leader.state, 'Z' | 'X')
+        && leader.start_time != Some(start)
+        && !leader.exited
     {
         return Vec::new();
     }
@@ -187,7 +157,7 @@ pub fn survivors(g: &ProcessGroup) -> Vec<ProcStat> {
     dir.flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
         .filter_map(proc_stat)
-        .filter(|p| p.pgid == g.pid && p.start_time >= start && !matches!(p.state, 'Z' | 'X'))
+        .filter(|p| p.pgid == g.pid && p.start_time.is_some_and(|t| t >= start) && !p.exited)
         .collect()
 }
 
@@ -196,10 +166,7 @@ pub fn survivors(g: &ProcessGroup) -> Vec<ProcStat> {
 pub fn kill_survivors(g: &ProcessGroup) -> Vec<ProcStat> {
     let found = survivors(g);
     if !found.is_empty() {
-        let _ = killpg(
-            Pid::from_raw(i32::try_from(g.pid).unwrap_or(i32::MAX)),
-            Signal::SIGKILL,
-        );
+        host::kill_group(g.pid);
     }
     found
 }
@@ -207,16 +174,6 @@ pub fn kill_survivors(g: &ProcessGroup) -> Vec<ProcStat> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn stat_fields_are_counted_from_the_last_parenthesis() {
-        let line = "4242 (a (weird) name) S 1 4240 4240 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 987654 0 0";
-        let s = parse_stat(4242, line).unwrap();
-        assert_eq!(s.state, 'S');
-        assert_eq!(s.pgid, 4240);
-        assert_eq!(s.start_time, 987_654);
-        assert_eq!(parse_stat(1, "garbage"), None);
-    }
 
     #[test]
     fn a_held_command_does_not_run_until_released() {

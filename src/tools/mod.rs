@@ -27,28 +27,29 @@
 //! confinement), [`env`](mod@env) (where commands run: local or bubblewrap
 //! sandbox), [`output`] (bounded output buffers).
 
-pub mod bash;
-pub mod edit;
+pub(crate) mod bash;
+pub(crate) mod edit;
 pub mod env;
 mod files;
-pub mod glob;
-pub mod grep;
+pub(crate) mod glob;
+pub(crate) mod grep;
 pub mod group;
-pub mod output;
-pub mod paths;
+pub(crate) mod host;
+pub(crate) mod output;
+pub(crate) mod paths;
 pub mod process;
-pub mod read;
-pub mod registry;
+pub(crate) mod read;
+pub(crate) mod registry;
 mod search;
-pub mod tool;
-pub mod update_plan;
-pub mod write;
+pub(crate) mod tool;
+pub(crate) mod update_plan;
+pub(crate) mod write;
 
 #[cfg(test)]
 mod tests;
 
 pub use env::{EnvError, ExecEnv, HideVars, LocalEnv, SandboxEnv};
-pub use process::{ProcessStatus, ProcessSummary, ProcessTable, proc_start_time};
+pub use process::{ProcessStatus, ProcessTable, proc_start_time};
 pub use registry::{DuplicateTool, ToolSet, ToolSetOptions};
 pub use tool::{Effect, Tool, ToolSpec, TypedTool, parse_args};
 

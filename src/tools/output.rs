@@ -46,11 +46,6 @@ impl HeadTail {
         self.tail.extend(bytes);
     }
 
-    /// Total bytes pushed.
-    pub fn total(&self) -> u64 {
-        self.total
-    }
-
     /// Bytes that were dropped between head and tail.
     pub fn cut(&self) -> u64 {
         self.total - self.head.len() as u64 - self.tail.len() as u64
@@ -70,18 +65,6 @@ impl HeadTail {
         out.push_str(&String::from_utf8_lossy(&tail));
         out
     }
-}
-
-/// Cuts a string to at most `max` bytes on a char boundary; says so when cut.
-pub fn truncate_str(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}... [{} more bytes]", &s[..end], s.len() - end)
 }
 
 #[cfg(test)]
@@ -110,7 +93,6 @@ mod tests {
         for i in 0..100u8 {
             b.push(&[b'a' + (i % 26)]);
         }
-        assert_eq!(b.total(), 100);
         assert_eq!(b.cut(), 90);
         let r = b.render();
         assert!(r.starts_with("abcde\n[... 90 bytes of output cut; 100 bytes in total ...]\n"));
@@ -126,11 +108,5 @@ mod tests {
             b.render(),
             "01\n[... 6 bytes of output cut; 10 bytes in total ...]\n89"
         );
-    }
-
-    #[test]
-    fn truncate_respects_char_boundaries() {
-        assert_eq!(truncate_str("héllo", 2), "h... [5 more bytes]");
-        assert_eq!(truncate_str("abc", 3), "abc");
     }
 }

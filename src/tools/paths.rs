@@ -55,14 +55,6 @@ pub fn resolve(workspace: &Path, input: &str) -> Result<PathBuf, PathError> {
     }
 }
 
-/// The path relative to the workspace, for messages and listings.
-pub fn display(workspace: &Path, path: &Path) -> String {
-    let ws = workspace
-        .canonicalize()
-        .unwrap_or_else(|_| workspace.to_path_buf());
-    relative_to(&ws, path)
-}
-
 /// `path` relative to `canonical_ws` (already canonicalized), `.` for the
 /// workspace itself, the whole path when it is not inside.
 pub fn relative_to(canonical_ws: &Path, path: &Path) -> String {

@@ -17,11 +17,11 @@
 //! the spawner thread; processes are not killed by that (call `kill_all`).
 
 use super::env::ExecEnv;
-use super::output::truncate_str;
+use super::host::kill_group;
+pub use super::host::proc_start_time;
 use super::{Effect, ToolContext, ToolOutcome, TypedTool};
 use crate::event::{Event, ProcessExited, ProcessStarted};
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
+use crate::text::cut_bytes;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::fs::{File, OpenOptions};
@@ -112,8 +112,7 @@ impl Entry {
 
     fn kill(&mut self) {
         if let Some(child) = self.child.as_mut() {
-            let pgid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
-            let _ = killpg(pgid, Signal::SIGKILL);
+            kill_group(child.id());
             if let Ok(status) = child.wait() {
                 self.finish(status);
             }
@@ -210,7 +209,7 @@ impl ProcessTable {
                 .open(&path)
             {
                 Ok(file) => break (id, path, file),
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
                 Err(e) => return Err(dir_err(e)),
             }
         };
@@ -301,7 +300,7 @@ impl ProcessTable {
     pub fn poll_exited(&self) -> Vec<ProcessExited> {
         let mut inner = self.lock();
         let mut out = Vec::new();
-        for entry in inner.entries.iter_mut() {
+        for entry in &mut inner.entries {
             entry.refresh();
             if let (ProcessStatus::Exited { code, signal }, false) =
                 (entry.summary.status, entry.reported)
@@ -320,20 +319,11 @@ impl ProcessTable {
     /// Kills every running process (whole groups) and reaps them.
     pub fn kill_all(&self) {
         let mut inner = self.lock();
-        for entry in inner.entries.iter_mut() {
+        for entry in &mut inner.entries {
             entry.refresh();
             entry.kill();
         }
     }
-}
-
-/// Field 22 of /proc/PID/stat: start time in clock ticks since boot.
-pub fn proc_start_time(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) may hold spaces and parentheses: count from
-    // the last ')'. After it come field 3 (state) onwards.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(22 - 3)?.parse().ok()
 }
 
 /// Arguments of `process`.
@@ -429,7 +419,7 @@ impl TypedTool for ProcessTool {
                             p.pid,
                             p.status,
                             p.env,
-                            truncate_str(&p.command, 200)
+                            cut_bytes(&p.command, 200)
                         )
                     })
                     .collect();

@@ -2,8 +2,8 @@
 //! directories and oversized whole-file reads are refused.
 
 use super::files::{io_error, resolve};
-use super::output::truncate_str;
 use super::{Effect, ToolContext, ToolOutcome, TypedTool};
+use crate::text::cut_bytes;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::fs::File;
@@ -127,7 +127,7 @@ fn read_file(real: &Path, args: &ReadArgs) -> Result<ToolOutcome, ToolOutcome> {
         let text = text.trim_end_matches(['\n', '\r']);
         out.push_str(&format!(
             "{number:>6}\t{}\n",
-            truncate_str(text, MAX_LINE_BYTES)
+            cut_bytes(text, MAX_LINE_BYTES)
         ));
         shown += 1;
     }

@@ -73,12 +73,15 @@ impl std::fmt::Debug for ToolSet {
         f.debug_struct("ToolSet")
             .field("opts", &self.opts)
             .field("tools", &self.names())
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
 impl ToolSet {
     /// The built-in tools these options offer.
+    ///
+    /// # Panics
+    /// Never: the built-in tools have distinct names.
     pub fn new(opts: ToolSetOptions) -> ToolSet {
         let mut set = ToolSet {
             opts,
@@ -146,11 +149,6 @@ impl ToolSet {
     /// Tools with no side effects, safe to re-run on resume.
     pub fn is_rerunnable(&self, name: &str) -> bool {
         self.effect(name) == Some(Effect::ReadOnly)
-    }
-
-    /// Tools that change files, run commands or stop processes.
-    pub fn is_mutating(&self, name: &str) -> bool {
-        self.effect(name) == Some(Effect::Mutating)
     }
 
     /// Whether the call starts a foreground command (see [`Tool::launches`]).

@@ -74,10 +74,16 @@ fn rerunnable_is_exactly_read_grep_glob() {
 #[test]
 fn mutating_is_exactly_bash_process_write_edit() {
     let full = set(false, true);
-    let mutating: Vec<&str> = ALL.into_iter().filter(|n| full.is_mutating(n)).collect();
+    let mutating: Vec<&str> = ALL
+        .into_iter()
+        .filter(|n| full.effect(n) == Some(Effect::Mutating))
+        .collect();
     assert_eq!(mutating, ["bash", "process", "write", "edit"]);
     // A read-only set offers none of them, so none of them is mutating there.
-    assert!(ALL.iter().all(|n| !set(true, true).is_mutating(n)));
+    assert!(
+        ALL.iter()
+            .all(|n| set(true, true).effect(n) != Some(Effect::Mutating))
+    );
 }
 
 #[test]
@@ -143,25 +149,23 @@ struct Echo {
 }
 
 impl Tool for Echo {
-    fn name(&self) -> &str {
+    fn name(&self) -> &'static str {
         "echo"
     }
-    fn description(&self) -> &str {
+    fn description(&self) -> &'static str {
         "Say it back."
     }
     fn parameters(&self) -> Value {
         json!({"type": "object", "properties": {"text": {"type": "string"}}})
     }
-    fn usage(&self) -> &str {
+    fn usage(&self) -> &'static str {
         r#"{"text": string}"#
     }
     fn effect(&self) -> Effect {
         self.effect
     }
     fn call(&self, _ctx: &ToolContext, raw_args: &str) -> ToolOutcome {
-        if raw_args == "boom" {
-            panic!("echo exploded");
-        }
+        assert!(raw_args != "boom", "echo exploded");
         let args: Value = match parse_args(self.name(), self.usage(), raw_args) {
             Ok(v) => v,
             Err(out) => return out,
@@ -185,7 +189,7 @@ fn a_registered_tool_is_advertised_signed_and_callable() {
     assert_eq!(more.specs()[..plain.specs().len()], *plain.specs());
     assert_eq!(more.specs().last().unwrap().description, "Say it back.");
     assert_ne!(more.signature(), plain.signature());
-    assert!(more.is_rerunnable("echo") && !more.is_mutating("echo"));
+    assert!(more.is_rerunnable("echo") && more.effect("echo") != Some(Effect::Mutating));
     with_ctx(|ctx| {
         assert_eq!(
             more.call(ctx, &call("echo", r#"{"text":"hi"}"#)).content,
@@ -229,7 +233,13 @@ fn register_follows_the_options_and_refuses_taken_names() {
         })
     };
     assert_eq!(s.register(echo()), Ok(true));
-    assert!(s.is_mutating("echo") && !s.is_rerunnable("echo"));
+    assert!(s.effect("echo") == Some(Effect::Mutating) && !s.is_rerunnable("echo"));
     assert_eq!(s.register(echo()), Err(DuplicateTool("echo".into())));
     assert_eq!(s.names().iter().filter(|n| *n == "echo").count(), 1);
+}
+
+#[test]
+fn update_plan_names_the_pinned_block_by_its_header() {
+    let desc = <update_plan::UpdatePlanTool as TypedTool>::DESCRIPTION;
+    assert!(desc.contains(crate::session::plan::BLOCK_HEADER), "{desc}");
 }

@@ -1,6 +1,6 @@
 //! State to trajectory JSON, schema v2.
 
-use crate::session::{State, Status};
+use crate::session::State;
 use serde_json::{Value, json};
 
 /// The run as a schema v2 trajectory document.
@@ -60,10 +60,7 @@ pub fn export_v2(state: &State) -> Value {
             })
         })
         .collect();
-    let status = match state.status {
-        Status::Running => json!("running"),
-        Status::Finished(s) => json!(s),
-    };
+    let status = state.status.as_str();
     let signature = run
         .map(|r| r.tool_signature.as_str())
         .filter(|s| !s.is_empty());

@@ -6,7 +6,7 @@ use super::{SUPPORTED_VERSIONS, TrajectoryError};
 use crate::event::{
     Event, Message, PlanItem, PlanUpdated, ProcessExited, ProcessStarted, RunStatus, Usage,
 };
-use crate::session::{ProcessExit, plan};
+use crate::session::{ProcessExit, Status, plan};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
@@ -166,8 +166,8 @@ pub(super) fn plan_events(obj: &Obj) -> Result<Vec<(u64, Event)>, TrajectoryErro
         {
             record.step = p.updated_step;
             record.version = p.version;
-            record.items = p.items.clone();
-            record.note = p.note.clone();
+            record.items.clone_from(&p.items);
+            record.note.clone_from(&p.note);
         }
         out.push((record.step, Event::PlanUpdated(record)));
     }
@@ -214,7 +214,7 @@ pub(super) fn process_events(obj: &Obj) -> Result<Vec<(u64, Event)>, TrajectoryE
 pub(super) fn run_status(obj: &Obj) -> Result<Option<RunStatus>, TrajectoryError> {
     match obj.get("status") {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) if s == "running" => Ok(None),
+        Some(Value::String(s)) if s == Status::Running.as_str() => Ok(None),
         Some(v) => decode(v, "status").map(Some),
     }
 }

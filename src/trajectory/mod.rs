@@ -37,9 +37,12 @@ pub struct Imported {
     /// v1's free-text summary of background processes (untracked: resume
     /// shows it as "processes from the earlier run (not tracked)").
     pub background: Option<String>,
-    /// The file's `tool_signature`, when it has one; resume compares it with
-    /// the current tool set. When absent, `run.started.tool_signature` is
-    /// empty and the caller should put the current signature there.
+    /// The file's `tool_signature`, when it has one. It is also put in
+    /// `run.started.tool_signature`, and that is what resume compares with
+    /// the current tool set, once the log is written, as for any log. When
+    /// the file has none, `run.started.tool_signature` is empty and the
+    /// caller fills in the signature of the tool set for the run's settings
+    /// (plan, read-only).
     pub tool_signature: Option<String>,
 }
 

@@ -72,7 +72,7 @@ fn v1_fixture_imports_to_the_same_conversation() {
             output_tokens: 142
         }
     );
-    assert_eq!(s.cost_usd, 0.000359);
+    assert_eq!(s.cost_usd, 0.000_359);
     assert_eq!((s.step, s.saved_step, s.format_errors), (2, 2, 0));
     assert_eq!(s.limits.max_steps, Some(50));
     assert!(s.pending.is_empty());
@@ -106,7 +106,7 @@ fn v2_fixture_imports_plan_processes_compaction_and_pending_call() {
     view.extend(cview);
     view.extend(messages[8..].iter().cloned());
     assert_eq!(s.view, view);
-    assert!(s.compacted);
+    assert!(s.compacted());
     assert_eq!(
         s.pending,
         vec![PendingCall {
@@ -136,7 +136,7 @@ fn v2_fixture_imports_plan_processes_compaction_and_pending_call() {
     assert_eq!(s.plan_history[0].diff.lines().count(), 3);
     assert_eq!(s.processes.len(), 2);
     assert_eq!(s.processes["bg1"].exited, None);
-    assert_eq!(s.processes["bg1"].start_time, Some(981234));
+    assert_eq!(s.processes["bg1"].start_time, Some(981_234));
     assert_eq!(
         s.processes["bg0"].exited,
         Some(ProcessExit {
@@ -252,7 +252,7 @@ fn unanswered_calls_stay_pending_and_count_as_started_in_v1() {
         }]
     );
     assert_eq!(s.saved_step, 1);
-    assert_eq!(s.cost_usd, 0.000359);
+    assert_eq!(s.cost_usd, 0.000_359);
 }
 
 #[test]
@@ -440,7 +440,7 @@ proptest! {
         let back = fold(&imported.events);
         prop_assert_eq!(&back.messages, &live.messages);
         prop_assert_eq!(&back.view, &live.view);
-        prop_assert_eq!(back.compacted, live.compacted);
+        prop_assert_eq!(back.compacted(), live.compacted());
         prop_assert_eq!(&back.pending, &live.pending);
         prop_assert_eq!(&back.plan, &live.plan);
         prop_assert_eq!(&back.plan_history, &live.plan_history);

@@ -149,7 +149,7 @@ fn a_compacted_run_killed_and_resumed_from_a_snapshot_continues_from_the_same_vi
                 state.compactions, 1,
                 "the snapshot holds the compacted view"
             );
-            assert!(state.compacted);
+            assert!(state.compacted());
             assert!(state.view[1].content.starts_with(SUMMARY_PREFIX));
         },
         &[("long", INTERRUPTED), ("after", NOT_RUN)],

@@ -39,7 +39,7 @@ fn log_has(sb: &Sandbox, needle: &str) -> bool {
 }
 
 fn send(child: &Child, sig: Signal) {
-    kill(Pid::from_raw(child.id() as i32), sig).expect("send the signal");
+    kill(Pid::from_raw(child.id().cast_signed()), sig).expect("send the signal");
 }
 
 fn finish(child: Child) -> std::process::Output {

@@ -4,9 +4,11 @@
 
 use super::Report;
 use crate::event::PlanStatus;
+use crate::session::plan::marker;
+use crate::text::first_line;
 use std::io::{self, Write};
 
-/// `12345678` -> `12,345,678`.
+/// `12_345_678` -> `12,345,678`.
 pub fn group(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
@@ -25,16 +27,6 @@ fn row(out: &mut dyn Write, key: &str, value: &str) -> io::Result<()> {
 
 fn or_dash(v: &Option<String>) -> &str {
     v.as_deref().filter(|s| !s.is_empty()).unwrap_or("-")
-}
-
-/// First line of `text`, cut to `max` characters with an ellipsis.
-fn short(text: &str, max: usize) -> String {
-    let line = text.lines().next().unwrap_or("");
-    if line.chars().count() <= max && !text.contains('\n') {
-        return line.to_string();
-    }
-    let cut: String = line.chars().take(max.saturating_sub(1)).collect();
-    format!("{cut}…")
 }
 
 fn integrity(r: &Report) -> String {
@@ -72,22 +64,17 @@ fn limits(r: &Report) -> String {
     )
 }
 
-fn marker(status: PlanStatus) -> &'static str {
-    match status {
-        PlanStatus::Pending => "[ ]",
-        PlanStatus::InProgress => "[>]",
-        PlanStatus::Done => "[x]",
-        PlanStatus::Blocked => "[!]",
-    }
-}
-
 fn header(r: &Report, out: &mut dyn Write) -> io::Result<()> {
     row(out, "log", &r.path)?;
     let schema = r
         .schema_version
         .map_or(String::new(), |v| format!("  (schema {v})"));
     row(out, "run", &format!("{}{schema}", or_dash(&r.run_id)))?;
-    row(out, "task", &short(r.task.as_deref().unwrap_or("-"), 70))?;
+    row(
+        out,
+        "task",
+        &first_line(r.task.as_deref().unwrap_or("-"), 70),
+    )?;
     let via = match &r.base_url {
         Some(url) if !url.is_empty() => format!(" at {url}"),
         _ => String::new(),
@@ -152,7 +139,7 @@ fn hooks(r: &Report, out: &mut dyn Write) -> io::Result<()> {
         let detail = run
             .detail
             .as_deref()
-            .map(|d| format!(": {}", short(d, 60)))
+            .map(|d| format!(": {}", first_line(d, 60)))
             .unwrap_or_default();
         writeln!(
             out,
@@ -163,25 +150,18 @@ fn hooks(r: &Report, out: &mut dyn Write) -> io::Result<()> {
     Ok(())
 }
 
+/// A column's width in bytes: its widest cell or its heading.
+fn width<'a>(heading: &str, cells: impl Iterator<Item = &'a str>) -> usize {
+    cells.map(str::len).fold(heading.len(), usize::max)
+}
+
 fn pending(r: &Report, out: &mut dyn Write) -> io::Result<()> {
     if r.pending_calls.is_empty() {
         return Ok(());
     }
     writeln!(out, "\npending calls ({})", r.pending_calls.len())?;
-    let w = r
-        .pending_calls
-        .iter()
-        .map(|c| c.id.len())
-        .chain([2])
-        .max()
-        .unwrap_or(2);
-    let n = r
-        .pending_calls
-        .iter()
-        .map(|c| c.name.len())
-        .chain([4])
-        .max()
-        .unwrap_or(4);
+    let w = width("ID", r.pending_calls.iter().map(|c| c.id.as_str()));
+    let n = width("NAME", r.pending_calls.iter().map(|c| c.name.as_str()));
     writeln!(
         out,
         "  {:<w$}  {:<n$}  {:>5}  STARTED",
@@ -221,11 +201,11 @@ fn plan(r: &Report, out: &mut dyn Write) -> io::Result<()> {
             "  {} {}  {}",
             marker(item.status),
             item.id,
-            short(&item.text, 70)
+            first_line(&item.text, 70)
         )?;
     }
     if let Some(note) = plan.note.as_deref().filter(|n| !n.is_empty()) {
-        writeln!(out, "  note: {}", short(note, 70))?;
+        writeln!(out, "  note: {}", first_line(note, 70))?;
     }
     Ok(())
 }
@@ -235,13 +215,7 @@ fn processes(r: &Report, out: &mut dyn Write) -> io::Result<()> {
         return Ok(());
     }
     writeln!(out, "\nprocesses ({})", r.processes.len())?;
-    let w = r
-        .processes
-        .iter()
-        .map(|p| p.id.len())
-        .chain([2])
-        .max()
-        .unwrap_or(2);
+    let w = width("ID", r.processes.iter().map(|p| p.id.as_str()));
     writeln!(
         out,
         "  {:<w$}  {:>7}  {:<12}  COMMAND",
@@ -261,7 +235,7 @@ fn processes(r: &Report, out: &mut dyn Write) -> io::Result<()> {
             p.id,
             p.pid,
             state,
-            short(&p.command, 60)
+            first_line(&p.command, 60)
         )?;
     }
     Ok(())
@@ -284,13 +258,6 @@ mod tests {
         assert_eq!(group(0), "0");
         assert_eq!(group(999), "999");
         assert_eq!(group(1000), "1,000");
-        assert_eq!(group(12345678), "12,345,678");
-    }
-
-    #[test]
-    fn shortens_to_the_first_line() {
-        assert_eq!(short("abc", 10), "abc");
-        assert_eq!(short("abc\ndef", 10), "abc…");
-        assert_eq!(short("abcdefghijkl", 5), "abcd…");
+        assert_eq!(group(12_345_678), "12,345,678");
     }
 }

@@ -21,13 +21,34 @@
 pub mod run;
 pub mod save;
 
-use crate::cli::args::BenchSaveArgs;
+use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use save::{Method, SaveRig};
 use serde::Serialize;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
+
+/// The options of `tinyagent bench save` (the command line parses them
+/// straight into this).
+#[derive(Debug, Args, Clone)]
+pub struct BenchSaveArgs {
+    /// One JSON object per run length measured.
+    #[arg(long)]
+    pub json: bool,
+    /// Run lengths (messages) to measure.
+    #[arg(long, value_delimiter = ',', default_values_t = vec![10u64, 100, 1000, 10000])]
+    pub lengths: Vec<u64>,
+    /// Saves timed per length and method.
+    #[arg(long, default_value_t = 50)]
+    pub samples: u32,
+    /// Size of a tool output in bytes.
+    #[arg(long, default_value_t = 3000)]
+    pub output_bytes: usize,
+    /// Directory for the scratch files (default: a temp dir in the current directory).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+}
 
 /// Median and 90th percentile of a set of timings, in microseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -50,7 +71,7 @@ pub fn summarize(samples: &[f64]) -> Summary {
     let median = if n % 2 == 1 {
         v[n / 2]
     } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
+        f64::midpoint(v[n / 2 - 1], v[n / 2])
     };
     // Nearest-rank percentile.
     let rank = ((0.9 * n as f64).ceil() as usize).clamp(1, n);

@@ -38,28 +38,13 @@
 mod human;
 
 use crate::event::{Event, Limits, PlanItem};
-use crate::session::{PendingCall, State, Status};
+use crate::session::{PendingCall, State};
 use crate::store::{self, Store, StoreOptions};
 use serde::Serialize;
 use std::io::Write;
 use std::path::Path;
 use tinyagent_store::snapshot;
-use tinyagent_store::wal::reader::{self, ScanReport};
-
-/// Where a torn tail starts and how long it is.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct TornJson {
-    pub offset: u64,
-    pub bytes: u64,
-}
-
-/// The first record that failed its checks with valid records after it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct CorruptionJson {
-    pub seq: u64,
-    pub offset: u64,
-    pub reason: String,
-}
+use tinyagent_store::wal::reader::{self, Corruption, ScanReport, TornTail};
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PlanJson {
@@ -169,8 +154,10 @@ pub struct Report {
     pub bytes: u64,
     pub valid_bytes: u64,
     pub last_seq: Option<u64>,
-    pub torn_tail: Option<TornJson>,
-    pub corruption: Option<CorruptionJson>,
+    /// Where a torn tail starts and how long it is.
+    pub torn_tail: Option<TornTail>,
+    /// The first record that failed its checks with valid records after it.
+    pub corruption: Option<Corruption>,
     pub steps: u64,
     pub saved_step: u64,
     pub status: &'static str,
@@ -189,14 +176,6 @@ pub struct Report {
     pub limits: Limits,
     /// What the reader noticed beside the log (a damaged snapshot, ...).
     pub warnings: Vec<String>,
-}
-
-/// The name a status has in the log and in `--json`.
-pub fn status_name(status: Status) -> &'static str {
-    match status {
-        Status::Running => "running",
-        Status::Finished(s) => s.as_str(),
-    }
 }
 
 impl Report {
@@ -223,18 +202,11 @@ impl Report {
             bytes: scan.file_len,
             valid_bytes: scan.valid_bytes,
             last_seq: scan.last.as_ref().map(|p| p.seq),
-            torn_tail: scan.torn_tail.as_ref().map(|t| TornJson {
-                offset: t.offset,
-                bytes: t.bytes,
-            }),
-            corruption: scan.corruption.as_ref().map(|c| CorruptionJson {
-                seq: c.seq,
-                offset: c.offset,
-                reason: c.reason.clone(),
-            }),
+            torn_tail: scan.torn_tail,
+            corruption: scan.corruption.clone(),
             steps: state.step,
             saved_step: state.saved_step,
-            status: status_name(state.status),
+            status: state.status.as_str(),
             pending_calls: state.pending.clone(),
             plan: state.plan.as_ref().map(|p| PlanJson {
                 version: p.version,
