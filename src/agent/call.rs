@@ -139,6 +139,7 @@ impl Agent {
             processes: &self.processes,
             plan: plan.as_ref(),
             launch: &launcher,
+            protected: &self.protected,
         };
         let outcome = tokio::task::block_in_place(|| self.tools.call(&ctx, call));
         let recorded = launcher.recorded.take();

@@ -61,6 +61,8 @@ struct PreHook {
 /// config chose.
 pub struct AgentParts {
     pub config: RunConfig,
+    /// The run's own files (log, config, hooks), out of every tool's reach.
+    pub protected: crate::tools::protected::Protected,
     pub store: Store,
     pub tools: ToolSet,
     pub provider: Provider,
@@ -72,6 +74,7 @@ pub struct AgentParts {
 /// A run in progress.
 pub struct Agent {
     config: RunConfig,
+    protected: crate::tools::protected::Protected,
     store: Store,
     tools: ToolSet,
     provider: Provider,
@@ -120,6 +123,7 @@ impl Agent {
             timing: Timing::default(),
             compaction_backoff: None,
             config: parts.config,
+            protected: parts.protected,
             store: parts.store,
             tools: parts.tools,
             provider: parts.provider,

@@ -405,12 +405,14 @@ pub async fn resume(args: &ResumeArgs) -> Result<i32, CliError> {
     };
     let limits = new_limits(&store.state().limits, args);
     let provider = provider_for(&config)?;
-    let env = exec_env(&config)?;
+    let protected = super::run::protected_for(&wal, args.config.as_deref(), &config);
+    let env = exec_env(&config, &protected)?;
     super::say(&format!("log: {}", wal.display()));
     let processes = ProcessTable::new(process_dir(&wal));
     processes.continue_after(store.state().processes.keys().map(String::as_str));
     let mut agent = Agent::new(AgentParts {
         config,
+        protected,
         store,
         tools,
         provider,

@@ -232,11 +232,35 @@ pub fn provider_for(config: &RunConfig) -> Result<Provider, CliError> {
     .map_err(|e| CliError::refused(e.to_string()))
 }
 
+/// The run's own files, out of every tool's reach: the log and its siblings,
+/// the config file, the hook programs.
+pub fn protected_for(
+    wal: &Path,
+    config_file: Option<&Path>,
+    config: &RunConfig,
+) -> crate::tools::protected::Protected {
+    let mut p = crate::tools::protected::Protected::none();
+    p.add_log(wal);
+    let default = Path::new("tinyagent.toml");
+    match config_file {
+        Some(f) => p.add(f),
+        None if default.exists() => p.add(default),
+        None => {}
+    }
+    for f in config.hooks.files(&config.workspace) {
+        p.add(&f);
+    }
+    p
+}
+
 /// The execution environment a run's config asks for. Variables that hold
 /// API keys (`*_API_KEY`, and the run's own `api_key_env`) are hidden from
 /// the commands it runs, so a key can never reach a tool result or the log.
-pub fn exec_env(config: &RunConfig) -> Result<Box<dyn ExecEnv>, CliError> {
-    let env = crate::tools::env::from_kind(config.env, config.network)
+pub fn exec_env(
+    config: &RunConfig,
+    protected: &crate::tools::protected::Protected,
+) -> Result<Box<dyn ExecEnv>, CliError> {
+    let env = crate::tools::env::from_kind(config.env, config.network, protected)
         .map_err(|e| CliError::new(1, e.to_string()))?;
     env.check(&config.workspace)
         .map_err(|e| CliError::new(1, e.to_string()))?;
@@ -275,7 +299,8 @@ pub fn test_seams() -> Result<TestSeams, CliError> {
 pub async fn run(args: &RunArgs) -> Result<i32, CliError> {
     let plan = plan_run(args)?;
     let provider = provider_for(&plan.config)?;
-    let env = exec_env(&plan.config)?;
+    let protected = protected_for(&plan.wal, args.config.as_deref(), &plan.config);
+    let env = exec_env(&plan.config, &protected)?;
     // Store::create makes the log's directory (durably) when it is missing.
     let mut options = store_options(&plan.config);
     options.seams = test_seams()?;
@@ -300,6 +325,7 @@ pub async fn run(args: &RunArgs) -> Result<i32, CliError> {
     let processes = ProcessTable::new(process_dir(&plan.wal));
     let mut agent = Agent::new(AgentParts {
         config: plan.config,
+        protected,
         store,
         tools: plan.tools,
         provider,

@@ -389,6 +389,30 @@ fn on_path(name: &str) -> bool {
 }
 
 impl HookSettings {
+    /// The files the hook commands run (a program given by path, an
+    /// interpreter's script), resolved from `workspace`: the run protects
+    /// them from its tools.
+    pub fn files(&self, workspace: &std::path::Path) -> Vec<std::path::PathBuf> {
+        let mut out = Vec::new();
+        for command in [&self.pre_tool, &self.post_tool].into_iter().flatten() {
+            let Some((program, rest)) = first_word(command) else {
+                continue;
+            };
+            if program.contains('/') {
+                out.push(workspace.join(&program));
+            }
+            let base = program.rsplit('/').next().unwrap_or(&program);
+            if INTERPRETERS.contains(&base)
+                && let Some((script, _)) = first_word(rest)
+                && !script.is_empty()
+                && !script.starts_with('-')
+            {
+                out.push(workspace.join(script));
+            }
+        }
+        out
+    }
+
     /// Refuses a hook whose program (or, for an interpreter, whose script)
     /// does not exist or cannot be run: a typo would otherwise block every
     /// call (or be ignored) while the run looks fine. Commands whose first

@@ -144,13 +144,26 @@ impl<E: ExecEnv> ExecEnv for HideVars<E> {
 pub struct SandboxEnv {
     bwrap: PathBuf,
     network: bool,
+    /// The run's own files: hidden or read-only inside the sandbox.
+    protected: super::protected::Protected,
 }
 
 impl SandboxEnv {
     /// Finds `bwrap` on PATH; a clear error saying how to install it if absent.
     pub fn new(network: bool) -> Result<Self, EnvError> {
         let bwrap = find_on_path("bwrap").ok_or(EnvError::BwrapMissing)?;
-        Ok(SandboxEnv { bwrap, network })
+        Ok(SandboxEnv {
+            bwrap,
+            network,
+            protected: super::protected::Protected::none(),
+        })
+    }
+
+    /// The same sandbox, keeping `protected` out of the commands' reach.
+    #[must_use]
+    pub fn protecting(mut self, protected: super::protected::Protected) -> Self {
+        self.protected = protected;
+        self
     }
 
     /// Runs `true` in a sandbox on `workspace` to check that bubblewrap can
@@ -208,10 +221,13 @@ impl ExecEnv for SandboxEnv {
 pub fn from_kind(
     kind: crate::config::EnvKind,
     network: bool,
+    protected: &super::protected::Protected,
 ) -> Result<Box<dyn ExecEnv>, EnvError> {
     match kind {
         crate::config::EnvKind::Local => Ok(Box::new(LocalEnv)),
-        crate::config::EnvKind::Sandbox => Ok(Box::new(SandboxEnv::new(network)?)),
+        crate::config::EnvKind::Sandbox => Ok(Box::new(
+            SandboxEnv::new(network)?.protecting(protected.clone()),
+        )),
     }
 }
 

@@ -38,6 +38,7 @@ pub(crate) mod host;
 pub(crate) mod output;
 pub(crate) mod paths;
 pub mod process;
+pub mod protected;
 pub(crate) mod read;
 pub(crate) mod registry;
 mod search;
@@ -70,6 +71,8 @@ pub struct ToolContext<'a> {
     pub plan: Option<&'a crate::session::Plan>,
     /// Records a foreground command's process group before it may act.
     pub launch: &'a dyn group::Launch,
+    /// The run's own files, which no tool may read or change.
+    pub protected: &'a protected::Protected,
 }
 
 /// What one call produced.

@@ -31,6 +31,7 @@ fn with_ctx(f: impl FnOnce(&ToolContext)) {
         processes: &table,
         plan: None,
         launch: &crate::tools::group::Unrecorded,
+        protected: &crate::tools::protected::Protected::none(),
     };
     f(&ctx);
 }

@@ -56,6 +56,7 @@ impl Fixture {
             processes: &self.table,
             plan: None,
             launch: &tinyagent::tools::group::Unrecorded,
+            protected: &tinyagent::tools::protected::Protected::none(),
         };
         let call = ToolCall {
             id: "c1".into(),
