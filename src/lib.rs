@@ -1,18 +1,49 @@
-//! tinyagent: a command-line coding agent whose runs survive crashes.
+//! tinyagent: a command-line coding agent whose runs survive anything.
 //!
-//! # Layout
+//! Every event of a run is appended to a CRC-framed, fdatasync'd JSONL log
+//! before anything depends on it; a run killed at any moment resumes from
+//! its log with nothing acknowledged lost, and nothing of an interrupted
+//! call acts after the model has been told about it.
 //!
-//! - [`event`]: the record vocabulary, one serde-tagged enum shared by the
-//!   loop, the log, the inspector and the `--json` stream.
-//! - [`store`]: the run's log: the `tinyagent-store` crate (CRC-framed JSONL
-//!   write-ahead log, atomic snapshots, open = snapshot + replay of the tail)
-//!   instantiated with [`event::Event`] and [`session::State`].
-//! - [`session`]: `State::apply`, the pure fold used live and on replay.
-//! - [`model`]: model providers (OpenAI-compatible, Anthropic, script).
-//! - [`tools`]: the tools the model can call and their registry.
-//! - [`agent`]: the loop (persist intent, act, persist result), compaction,
-//!   resume notices.
-//! - [`cli`]: argument parsing, commands and human output.
+//! # Module tour
+//!
+//! The storage core is its own crate, `tinyagent-store` (log framing,
+//! fail-stop writer, streaming reader, snapshots, the store), generic over a
+//! record and a fold. This crate gives it its record and its fold and builds
+//! the agent on top:
+//!
+//! - [`event`]: the record vocabulary (one serde-tagged enum: `run.started`,
+//!   `model.response`, `tool.started`, `tool.result`, ...) shared by the
+//!   loop, the log, the inspector and the `--json` stream, with the
+//!   constructors of tool results (completed, blocked, interrupted, not run).
+//! - [`session`]: the [`session::State`] those records fold to, through one
+//!   pure `State::apply` used live and on replay; the plan's rules and
+//!   rendering.
+//! - [`store`]: the `tinyagent-store` crate instantiated with
+//!   [`event::Event`] and [`session::State`].
+//! - [`config`]: one validated [`config::RunConfig`] for the three sources
+//!   of a run's settings (flags, `tinyagent.toml`, the log's `run.started`),
+//!   and the raw TOML file.
+//! - [`model`]: the model providers (OpenAI-compatible Chat Completions,
+//!   Anthropic Messages, an offline script), retries and SSE.
+//! - [`tools`]: the [`tools::Tool`] trait, one file per built-in tool, the
+//!   registry that advertises them and derives what is mutating and what may
+//!   be re-run on resume, the execution environments (local, bubblewrap
+//!   sandbox), foreground process groups (held until recorded, stopped on a
+//!   signal, found again after a kill), background processes, workspace
+//!   confinement and the run's protected files.
+//! - [`agent`]: the loop (persist the intent, act, persist the result), the
+//!   one call runner every call goes through (pre hook, `tool.started`, run,
+//!   post hook, `tool.result`, plan update), compaction of the model's view,
+//!   hooks, what resume does to a stopped run, and what the run prints.
+//! - [`signals`]: SIGINT, SIGTERM and SIGHUP, which stop a run cleanly.
+//! - [`cli`]: the command line: `run` and `resume` as stages (resolve and
+//!   check everything, then touch the disk), `log inspect/verify/repair/
+//!   export/import`, `bench save`, `demo`, exit codes.
+//! - [`bench`]: the save-cost benchmark and the synthetic runs it measures.
+//! - `trajectory`: whole-file trajectory JSON (schema v1 and v2) to and from
+//!   a log.
+//! - `text`: the string shorteners every human-facing line uses.
 
 // One audited exception: setting the parent-death signal of a foreground
 // command's process before it execs (src/tools/group.rs).
