@@ -128,6 +128,10 @@ pub struct ResumeArgs {
     /// Go on without the hooks the log was written with.
     #[arg(long)]
     pub no_hooks: bool,
+    /// Where a resumed trajectory's run works (required for a trajectory
+    /// file: the workspace it names is not taken on its word).
+    #[arg(long)]
+    pub cwd: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -171,6 +171,65 @@ fn locate(args: &ResumeArgs) -> Result<(Source, RunStarted), CliError> {
     Ok((Source::Log(wal), run))
 }
 
+/// A trajectory comes from elsewhere: the workspace it names is not taken on
+/// its word, `--cwd` says where the resumed run works (and is recorded in
+/// the imported `run.started`). A log's workspace is its own; `--cwd` may
+/// only repeat it.
+fn confirm_workspace(
+    source: &mut Source,
+    first: &mut RunStarted,
+    args: &ResumeArgs,
+) -> Result<(), CliError> {
+    let given = match &args.cwd {
+        Some(dir) => Some(
+            std::fs::canonicalize(dir)
+                .map_err(|e| CliError::refused(format!("--cwd {}: {e}", dir.display())))?,
+        ),
+        None => None,
+    };
+    if let Some(dir) = &given
+        && !dir.is_dir()
+    {
+        return Err(CliError::refused(format!(
+            "--cwd {} is not a directory",
+            dir.display()
+        )));
+    }
+    match source {
+        Source::Trajectory(t) => {
+            let Some(dir) = given else {
+                let named = if first.settings.cwd.is_empty() {
+                    "none".to_string()
+                } else {
+                    first.settings.cwd.clone()
+                };
+                return Err(CliError::refused(format!(
+                    "{}: a trajectory from elsewhere names its workspace ({named}), which is not \
+                     taken on its word; say where the resumed run works with --cwd DIR",
+                    t.json.display()
+                )));
+            };
+            let cwd = dir.display().to_string();
+            first.settings.cwd.clone_from(&cwd);
+            if let Some(crate::event::Event::RunStarted(r)) = t.imported.events.first_mut() {
+                r.settings.cwd = cwd;
+            }
+        }
+        Source::Log(_) => {
+            if let Some(dir) = given
+                && std::fs::canonicalize(&first.settings.cwd).ok().as_ref() != Some(&dir)
+            {
+                return Err(CliError::refused(format!(
+                    "--cwd {} is not the log's workspace ({}); a log resumes where it ran",
+                    dir.display(),
+                    first.settings.cwd
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The flags that need no log to check.
 fn check_flags(args: &ResumeArgs) -> Result<(), CliError> {
     if args.max_cost.is_some_and(|c| !c.is_finite() || c < 0.0) {
@@ -363,9 +422,10 @@ pub async fn resume(args: &ResumeArgs) -> Result<i32, CliError> {
     // Every check of flags, config and tool set comes before the log is
     // locked, a torn tail cut or a trajectory imported.
     check_flags(args)?;
-    let (source, first) = locate(args)?;
-    let mut options = store_options(&config_for(&first, args)?);
+    let (mut source, mut first) = locate(args)?;
     tools_for(&first)?;
+    confirm_workspace(&mut source, &mut first, args)?;
+    let mut options = store_options(&config_for(&first, args)?);
     options.seams = test_seams()?;
     let (wal, untracked) = match source {
         Source::Log(wal) => (wal, None),

@@ -30,3 +30,4 @@ mod tools_registry;
 mod tools_sandbox;
 mod tools_search;
 mod trajectory_e2e;
+mod trust;

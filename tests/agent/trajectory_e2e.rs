@@ -20,6 +20,8 @@ fn resume_json(sb: &Sandbox, json: &std::path::Path, base_url: &str) -> Command 
     c.current_dir(sb.ws())
         .arg("resume")
         .arg(json)
+        .arg("--cwd")
+        .arg(sb.ws())
         .args([
             "--provider",
             "openai",

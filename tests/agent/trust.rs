@@ -1,0 +1,253 @@
+//! What a log or trajectory says is not configuration (contract section 8):
+//! hooks come from the local config only, a sandboxed run resumes only
+//! sandboxed, a foreign trajectory's workspace is confirmed by `--cwd`, and
+//! numbers from flags, config and servers are checked at the door.
+
+use crate::support::contract;
+use crate::support::e2e::{self, Sandbox, output, stderr};
+use crate::support::mock::{MockReply, MockServer};
+use crate::support::require;
+use serde_json::json;
+use std::process::Command;
+use tinyagent::event::Event;
+
+/// Rewrites the log's `run.started` through the store (valid CRCs, as a
+/// forger with write access would make), keeping every later record.
+fn forge_run_started(wal: &std::path::Path, edit: impl FnOnce(&mut tinyagent::event::RunStarted)) {
+    let loaded = tinyagent::store::load(wal).expect("load");
+    let mut events: Vec<Event> = Vec::new();
+    tinyagent_store::wal::reader::scan::<Event>(wal, None, |frame, _| {
+        events.push(frame.event.clone())
+    })
+    .expect("scan");
+    drop(loaded);
+    if let Some(Event::RunStarted(r)) = events.first_mut() {
+        edit(r);
+    }
+    let _ = std::fs::remove_file(wal);
+    for f in ["snapshot", "snapshot.bak"] {
+        let _ = std::fs::remove_file(format!("{}.{f}", wal.display()));
+    }
+    let mut store = tinyagent::store::Store::create(wal, tinyagent::store::StoreOptions::default())
+        .expect("create");
+    for ev in events {
+        store.append(ev).expect("append");
+    }
+    store.close().expect("close");
+}
+
+fn crashed_run(sb: &Sandbox, server: &MockServer, toml: &str) {
+    let mut cmd = sb.run_cmd_cfg(&server.base_url(), "trust", toml);
+    cmd.env("TINYAGENT_CRASH_AFTER", "model.response:1");
+    let out = output(cmd);
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(9), "{}", stderr(&out));
+}
+
+#[test]
+fn a_hand_forged_log_naming_a_hook_runs_no_hook_on_resume() {
+    let sb = Sandbox::new();
+    let server = MockServer::start(vec![
+        MockReply::tool_call("read", json!({"path": "a.txt"})),
+        MockReply::text("done"),
+    ]);
+    crashed_run(&sb, &server, "");
+    let marker = sb.path("PWNED");
+    forge_run_started(&sb.wal(), |r| {
+        r.settings.hooks_pre_tool = Some(format!("touch '{}'", marker.display()));
+        r.settings.hooks_post_tool = Some(format!("touch '{}'", marker.display()));
+    });
+    let before = std::fs::read(sb.wal()).unwrap();
+    let out = output(sb.resume_cmd());
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("hooks.pre_tool") && err.contains("PWNED"),
+        "{err}"
+    );
+    assert!(err.contains("--no-hooks"), "{err}");
+    assert!(!marker.exists(), "a hook from the log ran");
+    assert_eq!(
+        std::fs::read(sb.wal()).unwrap(),
+        before,
+        "the refused resume changed the log"
+    );
+    // --no-hooks goes on without them.
+    let mut resume = sb.resume_cmd();
+    resume.arg("--no-hooks");
+    let out = output(resume);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(!marker.exists(), "a hook from the log ran");
+    // The same hook configured locally is the person's choice: it runs.
+    let sb = Sandbox::new();
+    let server = MockServer::start(vec![
+        MockReply::tool_call("read", json!({"path": "a.txt"})),
+        MockReply::tool_call("read", json!({"path": "b.txt"})),
+        MockReply::text("done"),
+    ]);
+    let toml = format!(
+        "[hooks]\npre_tool = \"touch '{}'\"\n",
+        sb.path("RAN").display()
+    );
+    crashed_run(&sb, &server, &toml);
+    let out = output(sb.resume_cmd());
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(sb.path("RAN").exists(), "the locally configured hook ran");
+}
+
+#[test]
+fn a_log_forged_to_turn_the_sandbox_off_still_resumes_sandboxed() {
+    let sb = Sandbox::new();
+    if require::require(
+        "bwrap",
+        "a_log_forged_to_turn_the_sandbox_off",
+        require::bwrap(&sb.ws(), false),
+    )
+    .is_none()
+    {
+        return;
+    }
+    let server = MockServer::start(vec![
+        MockReply::tool_call("bash", json!({"command": "echo hi"})),
+        MockReply::tool_call("bash", json!({"command": "echo again"})),
+        MockReply::text("done"),
+    ]);
+    let sandbox = "[env]\nkind = \"sandbox\"\n";
+    crashed_run(&sb, &server, sandbox);
+    // The local config still says sandbox (the config file is rewritten by
+    // every run_cmd_cfg; resume reads it): the log says local.
+    forge_run_started(&sb.wal(), |r| {
+        r.settings.env = Some(tinyagent::config::EnvKind::Local);
+    });
+    let out = output(sb.resume_cmd());
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let recs = contract::read(&sb.wal());
+    let envs: Vec<_> = recs
+        .iter()
+        .filter(|r| r.kind == "tool.started")
+        .filter_map(|r| r.data["process"]["env"].as_str().map(str::to_string))
+        .collect();
+    assert!(!envs.is_empty());
+    assert!(envs.iter().all(|e| e == "sandbox"), "{envs:?}");
+}
+
+#[test]
+fn a_foreign_trajectory_needs_cwd_to_say_where_it_works() {
+    let sb = Sandbox::new();
+    let server = MockServer::start(vec![
+        MockReply::tool_call("bash", json!({"command": "pwd"})),
+        MockReply::text("done"),
+    ]);
+    crashed_run(&sb, &server, "");
+    let json_path = sb.path("foreign.json");
+    let out = output({
+        let mut c = Command::new(e2e::bin());
+        c.args(["log", "export"])
+            .arg(sb.wal())
+            .arg("-o")
+            .arg(&json_path);
+        c
+    });
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // It names a workspace that is not ours to trust.
+    let mut doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    doc["settings"]["cwd"] = json!("/");
+    std::fs::write(&json_path, doc.to_string()).unwrap();
+    let wal = sb.path("foreign.json.wal");
+    let resume = |cwd: Option<&std::path::Path>| {
+        let mut c = Command::new(e2e::bin());
+        c.current_dir(sb.dir.path())
+            .arg("resume")
+            .arg(&json_path)
+            .args(["--base-url", &server.base_url()])
+            .env_remove("OPENAI_API_KEY");
+        if let Some(d) = cwd {
+            c.arg("--cwd").arg(d);
+        }
+        output(c)
+    };
+    let out = resume(None);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--cwd"), "{}", stderr(&out));
+    assert!(!wal.exists(), "a refused import wrote a log");
+    let here = sb.path("here");
+    std::fs::create_dir(&here).unwrap();
+    let out = resume(Some(&here));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let recs = contract::read(&wal);
+    let started = &recs[0].data;
+    assert_eq!(
+        started["settings"]["cwd"],
+        json!(here.canonicalize().unwrap().display().to_string())
+    );
+}
+
+#[test]
+fn prices_out_of_range_are_refused_at_every_door() {
+    let sb = Sandbox::new();
+    let server = MockServer::start(vec![]);
+    for (flag, value) in [
+        ("--price-in", "1e308"),
+        ("--price-out", "inf"),
+        ("--price-in", "-1"),
+    ] {
+        let mut cmd = sb.run_cmd(&server.base_url(), "priced");
+        cmd.args([flag, value]);
+        let out = output(cmd);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{flag} {value}: {}",
+            stderr(&out)
+        );
+        assert!(!sb.wal().exists());
+    }
+    let out = output(sb.run_cmd_cfg(&server.base_url(), "priced", "price_in = 1e308\n"));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("model.price_in"), "{}", stderr(&out));
+    assert_eq!(server.request_count(), 0);
+    // A log carrying such a price is refused on resume, unchanged.
+    let sb = Sandbox::new();
+    let server = MockServer::start(vec![MockReply::text("hi"), MockReply::text("hi")]);
+    crashed_run(&sb, &server, "");
+    forge_run_started(&sb.wal(), |r| r.settings.price_in = Some(1e308));
+    let before = std::fs::read(sb.wal()).unwrap();
+    let out = output(sb.resume_cmd());
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(std::fs::read(sb.wal()).unwrap(), before);
+}
+
+#[test]
+fn token_counts_near_the_limit_saturate_and_the_log_stays_valid() {
+    let sb = Sandbox::new();
+    let server = MockServer::start(vec![
+        MockReply::tool_call("bash", json!({"command": "true"})).with_usage(u64::MAX - 9, 9),
+        MockReply::text("done").with_usage(u64::MAX - 9, 9),
+    ]);
+    let mut cmd = sb.run_cmd(&server.base_url(), "greedy server");
+    cmd.args(["--price-in", "1000000", "--price-out", "1000000"]);
+    let out = output(cmd);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    for line in std::fs::read_to_string(sb.wal()).unwrap().lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        for key in ["cost_usd", "cost_usd_total"] {
+            if let Some(c) = v["data"].get(key) {
+                assert!(
+                    c.as_f64().is_some_and(f64::is_finite),
+                    "{key} is {c} in {line}"
+                );
+            }
+        }
+    }
+    let out = output({
+        let mut c = Command::new(e2e::bin());
+        c.args(["log", "verify"]).arg(sb.wal());
+        c
+    });
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let recs = contract::read(&sb.wal());
+    let saved = recs.iter().rev().find(|r| r.kind == "step.saved").unwrap();
+    assert_eq!(saved.data["usage_total"]["input_tokens"], json!(u64::MAX));
+    assert!(saved.data["cost_usd_total"].as_f64().unwrap().is_finite());
+}
