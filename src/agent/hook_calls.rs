@@ -48,14 +48,30 @@ impl Agent {
         }
     }
 
+    /// Runs a hook command, but only while the files it runs are the ones
+    /// checked when the run started: a tool that rewrote a hook script gets
+    /// no command of its choosing run (the hook fails instead).
+    fn run_checked(&self, command: &str, input: &serde_json::Value) -> hooks::HookOutcome {
+        if let Some(changed) = self.hook_files.changed() {
+            return hooks::HookOutcome::Failed {
+                error: format!(
+                    "hook file {} changed since the run started; the hook `{command}` was not run",
+                    changed.display()
+                ),
+            };
+        }
+        let hooks = &self.config.hooks;
+        tokio::task::block_in_place(|| {
+            hooks::run_hook(command, input, &self.config.workspace, hooks.timeout)
+        })
+    }
+
     /// Runs the pre hook, if one is set.
     pub(super) fn pre_hook(&self, step: u64, call: &ToolCall) -> Option<PreHook> {
         let hooks = &self.config.hooks;
         let command = hooks.pre_tool.as_deref()?;
         let input = self.hook_input(step, call, "pre_tool");
-        let outcome = tokio::task::block_in_place(|| {
-            hooks::run_hook(command, &input, &self.config.workspace, hooks.timeout)
-        });
+        let outcome = self.run_checked(command, &input);
         let run = self.report_hook("pre_tool", call, &outcome);
         let blocked = match outcome {
             hooks::HookOutcome::Block { reason } => Some(reason),
@@ -79,9 +95,7 @@ impl Agent {
         let command = hooks.post_tool.as_deref()?;
         let mut input = self.hook_input(step, call, "post_tool");
         input["result"] = json!({ "content": outcome.content, "is_error": outcome.is_error });
-        let ran = tokio::task::block_in_place(|| {
-            hooks::run_hook(command, &input, &self.config.workspace, hooks.timeout)
-        });
+        let ran = self.run_checked(command, &input);
         let run = self.report_hook("post_tool", call, &ran);
         let feedback = match ran {
             hooks::HookOutcome::Allow { feedback } => feedback,
@@ -89,5 +103,43 @@ impl Agent {
             hooks::HookOutcome::Failed { error } => Some(format!("the hook failed: {error}")),
         };
         Some((run, feedback))
+    }
+}
+
+/// The hook programs and scripts as they were when the run started.
+#[derive(Debug, Default)]
+pub(super) struct HookFiles {
+    files: Vec<(std::path::PathBuf, Option<[u8; 32]>)>,
+}
+
+fn digest(path: &std::path::Path) -> Option<[u8; 32]> {
+    use sha2::{Digest, Sha256};
+    std::fs::read(path).ok().map(|b| Sha256::digest(&b).into())
+}
+
+impl HookFiles {
+    /// Fingerprints the files `hooks` runs.
+    pub(super) fn of(
+        hooks: &crate::config::HookSettings,
+        workspace: &std::path::Path,
+    ) -> HookFiles {
+        HookFiles {
+            files: hooks
+                .files(workspace)
+                .into_iter()
+                .map(|p| {
+                    let d = digest(&p);
+                    (p, d)
+                })
+                .collect(),
+        }
+    }
+
+    /// The first file that is not what it was, if any.
+    fn changed(&self) -> Option<&std::path::Path> {
+        self.files
+            .iter()
+            .find(|(p, d)| digest(p) != *d)
+            .map(|(p, _)| p.as_path())
     }
 }

@@ -74,6 +74,8 @@ pub struct AgentParts {
 /// A run in progress.
 pub struct Agent {
     config: RunConfig,
+    /// The hook files as checked at start (see [`hook_calls::HookFiles`]).
+    hook_files: hook_calls::HookFiles,
     protected: crate::tools::protected::Protected,
     store: Store,
     tools: ToolSet,
@@ -120,6 +122,7 @@ impl Agent {
             tinyagent_store::fsutil::clean_atomic_temps(mirror);
         }
         Ok(Agent {
+            hook_files: hook_calls::HookFiles::of(&parts.config.hooks, &parts.config.workspace),
             timing: Timing::default(),
             compaction_backoff: None,
             config: parts.config,

@@ -251,3 +251,41 @@ fn token_counts_near_the_limit_saturate_and_the_log_stays_valid() {
     assert_eq!(saved.data["usage_total"]["input_tokens"], json!(u64::MAX));
     assert!(saved.data["cost_usd_total"].as_f64().unwrap().is_finite());
 }
+
+/// A hook script in the workspace rewritten by a tool (bash can, in local
+/// mode) is not run: hooks run only as they were checked when the run
+/// started.
+#[test]
+fn a_hook_script_rewritten_by_a_tool_is_not_run() {
+    let sb = Sandbox::new();
+    let hook = sb.ws().join("guard.sh");
+    std::fs::write(&hook, "cat >/dev/null\nexit 0\n").unwrap();
+    let marker = sb.path("PWNED");
+    let evil = format!("printf 'touch {}\\\\n' > guard.sh", marker.display());
+    let server = MockServer::start(vec![
+        MockReply::tool_call("bash", json!({"command": evil})).with_ids(&["rewrite"]),
+        MockReply::tool_call("bash", json!({"command": "echo next"})).with_ids(&["next"]),
+        MockReply::text("done"),
+    ]);
+    let toml = format!("[hooks]\npre_tool = \"sh '{}'\"\n", hook.display());
+    let out = output(sb.run_cmd_cfg(&server.base_url(), "rewrite the guard", &toml));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        std::fs::read_to_string(&hook).unwrap().contains("touch"),
+        "the tool did rewrite the script"
+    );
+    assert!(!marker.exists(), "the rewritten hook ran");
+    let recs = contract::read(&sb.wal());
+    let blocked = recs
+        .iter()
+        .find(|r| r.kind == "hook.blocked" && r.data["call_id"] == "next")
+        .expect("the next call was blocked");
+    assert!(
+        blocked.data["reason"]
+            .as_str()
+            .unwrap()
+            .contains("changed since the run started"),
+        "{}",
+        blocked.data
+    );
+}
