@@ -25,6 +25,11 @@ impl Agent {
         rerun: bool,
     ) -> Result<(), AgentError> {
         let mut hooks = Vec::new();
+        // A hook is a command of the person's: what it is shown is durable
+        // before it runs.
+        if self.config.hooks.pre_tool.is_some() {
+            self.flush()?;
+        }
         if let Some(pre) = self.pre_hook(step, call) {
             hooks.push(pre.run);
             if let Some(sig) = crate::signals::received() {
@@ -32,18 +37,18 @@ impl Agent {
                 let mut result = ToolResult::not_run(step, &call.id, &call.name);
                 result.signal = Some(crate::signals::name(sig).to_string());
                 result.hooks = hooks;
-                self.append(Event::ToolResult(result))?;
+                self.stage(Event::ToolResult(result))?;
                 self.checkpoint_event(step);
                 return Ok(());
             }
             if let Some(reason) = pre.blocked {
-                self.append(Event::HookBlocked(HookBlocked {
+                self.stage(Event::HookBlocked(HookBlocked {
                     step,
                     call_id: call.id.clone(),
                     hook: "pre_tool".into(),
                     reason: reason.clone(),
                 }))?;
-                self.append(Event::ToolResult(ToolResult::blocked(
+                self.stage(Event::ToolResult(ToolResult::blocked(
                     step, call, &reason, hooks,
                 )))?;
                 self.checkpoint_event(step);
@@ -53,9 +58,14 @@ impl Agent {
         // A re-run call's `tool.started` is already durable: the intent is
         // the same call's, so it is not written twice. A foreground command
         // writes its own, with its process group, when it is launched.
+        // `tool.started` is a sync point: it goes with everything staged
+        // before it (the step's model.response, the previous call's result).
         let launches = !rerun && self.tools.launches(call);
         if !rerun && !launches {
-            self.append(Event::ToolStarted(ToolStarted::new(step, call)))?;
+            self.stage(Event::ToolStarted(ToolStarted::new(step, call)))?;
+        }
+        if !launches {
+            self.flush()?;
         }
         let started = std::time::Instant::now();
         let (mut outcome, launched) = self.execute(step, call, launches);
@@ -63,10 +73,13 @@ impl Agent {
         if launches && !launched {
             // The command could not be started (nothing ran): the call still
             // gets its tool.started before its result.
-            self.append(Event::ToolStarted(ToolStarted::new(step, call)))?;
+            self.stage(Event::ToolStarted(ToolStarted::new(step, call)))?;
         }
         for record in std::mem::take(&mut outcome.records) {
-            self.append(record)?;
+            self.stage(record)?;
+        }
+        if self.config.hooks.post_tool.is_some() {
+            self.flush()?;
         }
         // A run being stopped runs no more hooks.
         let post = match crate::signals::received() {
@@ -93,7 +106,9 @@ impl Agent {
             result.interrupted = true;
             result.signal = outcome.signal.map(str::to_string);
         }
-        self.append(Event::ToolResult(result))?;
+        // The result goes with the next sync point: the next call's
+        // tool.started, or step.saved.
+        self.stage(Event::ToolResult(result))?;
         if let Some((items, note)) = outcome.plan_update {
             self.update_plan(step, items, note)?;
         }
@@ -101,16 +116,19 @@ impl Agent {
         Ok(())
     }
 
-    fn checkpoint_event(&self, step: u64) {
+    /// `checkpoint.saved`: printed once the call's result is durable.
+    fn checkpoint_event(&mut self, step: u64) {
         let pending: Vec<String> = self.state().pending.iter().map(|p| p.id.clone()).collect();
-        self.out.event(
-            "checkpoint.saved",
+        let about = self.store.next_seq().saturating_sub(1);
+        self.after_sync.push((
+            about,
+            "checkpoint.saved".to_string(),
             json!({
                 "step": step,
                 "path": self.store.path().display().to_string(),
                 "pending": pending,
             }),
-        );
+        ));
     }
 
     /// Runs a tool on this thread (tools are synchronous). With `launches`,
@@ -126,11 +144,14 @@ impl Agent {
         let plan = self.store.state().plan.clone();
         let launcher = CallLauncher {
             store: RefCell::new(&mut self.store),
+            out: RefCell::new(&mut self.out),
+            after_sync: RefCell::new(&mut self.after_sync),
             step,
             call,
             env: self.env.kind(),
             allowed: launches,
-            recorded: RefCell::new(Vec::new()),
+            launched: std::cell::Cell::new(false),
+            plan_changed: std::cell::Cell::new(false),
         };
         let ctx = ToolContext {
             workspace: &self.config.workspace,
@@ -142,10 +163,9 @@ impl Agent {
             protected: &self.protected,
         };
         let outcome = tokio::task::block_in_place(|| self.tools.call(&ctx, call));
-        let recorded = launcher.recorded.take();
-        let launched = !recorded.is_empty();
-        for (seq, event) in recorded {
-            self.out.record(seq, &event);
+        let launched = launcher.launched.get();
+        if launcher.plan_changed.get() {
+            self.write_plan_file();
         }
         (outcome, launched)
     }
@@ -161,14 +181,14 @@ impl Agent {
         let old = self.state().plan.as_ref();
         let version = old.map_or(0, |p| p.version) + 1;
         let diff = plan::diff(old.map(|p| p.items.as_slice()), &items);
-        self.append(Event::PlanUpdated(PlanUpdated {
+        // With its tool.result; the mirror is rewritten once it is durable.
+        self.stage(Event::PlanUpdated(PlanUpdated {
             step,
             version,
             items,
             note,
             diff,
         }))?;
-        self.write_plan_file();
         Ok(())
     }
 
@@ -189,21 +209,26 @@ impl Agent {
     }
 }
 
-/// Writes a foreground call's `tool.started` with its process group.
+/// Writes a foreground call's `tool.started` with its process group: a sync
+/// point like any `tool.started` (it takes what was staged before it), and
+/// reports what became durable at once.
 struct CallLauncher<'a> {
     store: RefCell<&'a mut Store>,
+    out: RefCell<&'a mut crate::agent::output::Output>,
+    after_sync: RefCell<&'a mut Vec<(u64, String, serde_json::Value)>>,
     step: u64,
     call: &'a ToolCall,
     env: &'static str,
     /// Whether the runner left `tool.started` to the launch.
     allowed: bool,
-    /// What was made durable, to be reported once the tool returns.
-    recorded: RefCell<Vec<(u64, Event)>>,
+    launched: std::cell::Cell<bool>,
+    /// A plan update became durable (its mirror is due).
+    plan_changed: std::cell::Cell<bool>,
 }
 
 impl Launch for CallLauncher<'_> {
     fn record(&self, group: &ProcessGroup) -> Result<(), String> {
-        if !self.allowed || !self.recorded.borrow().is_empty() {
+        if !self.allowed || self.launched.get() {
             return Err("this call may not start a foreground command".into());
         }
         let mut started = ToolStarted::new(self.step, self.call);
@@ -213,13 +238,29 @@ impl Launch for CallLauncher<'_> {
             start_time: group.start_time,
             env: self.env.to_string(),
         });
-        let event = Event::ToolStarted(started);
-        let seq = self
-            .store
-            .borrow_mut()
-            .append(event.clone())
-            .map_err(|e| e.to_string())?;
-        self.recorded.borrow_mut().push((seq, event));
+        let flushed = {
+            let mut store = self.store.borrow_mut();
+            store
+                .stage(Event::ToolStarted(started))
+                .map_err(|e| e.to_string())?;
+            store.flush().map_err(|e| e.to_string())?
+        };
+        self.launched.set(true);
+        let mut out = self.out.borrow_mut();
+        let mut after = self.after_sync.borrow_mut();
+        let mut waiting = after.drain(..).peekable();
+        for (seq, event) in &flushed {
+            out.record(*seq, event);
+            if matches!(event, Event::PlanUpdated(_)) {
+                self.plan_changed.set(true);
+            }
+            while let Some((_, name, body)) = waiting.next_if(|(s, _, _)| s <= seq) {
+                out.event(&name, body);
+            }
+        }
+        for (_, name, body) in waiting {
+            out.event(&name, body);
+        }
         Ok(())
     }
 }

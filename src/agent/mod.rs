@@ -74,6 +74,9 @@ pub struct AgentParts {
 /// A run in progress.
 pub struct Agent {
     config: RunConfig,
+    /// Events that may be printed only once the record (seq) they are about
+    /// is durable; printed right after it.
+    after_sync: Vec<(u64, String, serde_json::Value)>,
     /// The hook files as checked at start (see [`hook_calls::HookFiles`]).
     hook_files: hook_calls::HookFiles,
     protected: crate::tools::protected::Protected,
@@ -122,6 +125,7 @@ impl Agent {
             tinyagent_store::fsutil::clean_atomic_temps(mirror);
         }
         Ok(Agent {
+            after_sync: Vec::new(),
             hook_files: hook_calls::HookFiles::of(&parts.config.hooks, &parts.config.workspace),
             timing: Timing::default(),
             compaction_backoff: None,
@@ -167,8 +171,46 @@ impl Agent {
 
     /// Appends a record (durable once this returns), then reports it.
     fn append(&mut self, event: Event) -> Result<u64, AgentError> {
-        let seq = self.store.append(event.clone())?;
-        self.out.record(seq, &event);
+        self.stage(event)?;
+        let flushed = self.flush()?;
+        Ok(flushed)
+    }
+
+    /// Stages a record: applied to the state now, durable at the next
+    /// [`Agent::flush`] (a sync point). Nothing that depends on it may happen
+    /// before that: no tool starts, no event is printed, no request is sent.
+    fn stage(&mut self, event: Event) -> Result<(), AgentError> {
+        self.store.stage(event)?;
+        Ok(())
+    }
+
+    /// A sync point: every staged record is written in one `write` and one
+    /// fdatasync; then what they are about is reported, and the plan mirror
+    /// is rewritten if a plan update became durable. Gives the last seq.
+    fn flush(&mut self) -> Result<u64, AgentError> {
+        let flushed = self.store.flush()?;
+        Ok(self.report(flushed))
+    }
+
+    /// Prints what durable records are about (and what waited for them).
+    fn report(&mut self, flushed: Vec<(u64, Event)>) -> u64 {
+        let mut last = 0;
+        let mut plan_changed = false;
+        let mut waiting = std::mem::take(&mut self.after_sync).into_iter().peekable();
+        for (seq, event) in &flushed {
+            self.out.record(*seq, event);
+            plan_changed |= matches!(event, Event::PlanUpdated(_));
+            last = *seq;
+            while let Some((_, name, body)) = waiting.next_if(|(s, _, _)| s <= seq) {
+                self.out.event(&name, body);
+            }
+        }
+        for (_, name, body) in waiting {
+            self.out.event(&name, body);
+        }
+        if plan_changed {
+            self.write_plan_file();
+        }
         for saved in self.store.take_snapshot_notices() {
             self.out.event(
                 "snapshot.saved",
@@ -178,7 +220,7 @@ impl Agent {
         for warning in self.store.take_warnings() {
             self.out.warn(&warning);
         }
-        Ok(seq)
+        last
     }
 
     /// Drives the loop until the run finishes or a limit stops it.
@@ -237,7 +279,8 @@ impl Agent {
                 self.config.model.price_out,
             );
             let calls = message.tool_calls.clone();
-            self.append(Event::ModelResponse(ModelResponse {
+            // Durable with the first tool.started (or step.saved).
+            self.stage(Event::ModelResponse(ModelResponse {
                 step,
                 pending: calls.iter().map(|c| c.id.clone()).collect(),
                 message,
@@ -249,7 +292,7 @@ impl Agent {
                     // Stopped before this call started: it never runs.
                     let mut result = ToolResult::not_run(step, &call.id, &call.name);
                     result.signal = Some(crate::signals::name(sig).to_string());
-                    self.append(Event::ToolResult(result))?;
+                    self.stage(Event::ToolResult(result))?;
                     continue;
                 }
                 self.run_call(step, call, false)?;

@@ -150,6 +150,7 @@ impl Agent {
         };
         if let Some((items, note)) = self.execute(due.step, &call, false).0.plan_update {
             self.update_plan(due.step, items, note)?;
+            self.flush()?;
         }
         Ok(())
     }

@@ -69,7 +69,7 @@ use serde::de::DeserializeOwned;
 /// that. The log line is that pair with `seq`, `prev` and `ts` spliced in
 /// after `type` and `crc` appended, so a record is serialised once per
 /// append.
-pub trait Record: Serialize + DeserializeOwned + Send + 'static {
+pub trait Record: Serialize + DeserializeOwned + Clone + Send + 'static {
     /// The record's `type` member.
     fn kind(&self) -> &str;
 }

@@ -19,7 +19,7 @@ use crate::snapshot::{
 };
 use crate::wal::WalError;
 use crate::wal::reader::{RecordPos, ScanReport, TornTail, check_record_at, scan};
-use crate::wal::writer::{IoStats, LockedLog, WalWriter};
+use crate::wal::writer::{Appended, IoStats, LockedLog, WalWriter};
 use crate::{Fold, Record};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -145,6 +145,8 @@ pub struct OpenReport {
 pub struct Store<R: Record, S: Fold<R>> {
     writer: WalWriter,
     state: S,
+    /// Staged records, in order, not yet flushed.
+    unflushed: Vec<(Appended, R)>,
     snapshots: Option<SnapshotWriter<R>>,
     crash_after: Option<CrashCounter>,
     warnings: Vec<String>,
@@ -367,6 +369,7 @@ impl<R: Record, S: Fold<R>> Store<R, S> {
         Ok(Store {
             writer,
             state,
+            unflushed: Vec::new(),
             snapshots,
             crash_after: CrashCounter::new(opts.seams.crash_after.as_ref()),
             warnings,
@@ -428,6 +431,7 @@ impl<R: Record, S: Fold<R>> Store<R, S> {
         let store = Store {
             writer,
             state,
+            unflushed: Vec::new(),
             snapshots,
             crash_after,
             warnings: Vec::new(),
@@ -435,13 +439,19 @@ impl<R: Record, S: Fold<R>> Store<R, S> {
         Ok((store, report))
     }
 
-    /// Makes `event` durable (written and fdatasync'd), then applies it to
-    /// the state; returns its seq. After any failure every later append is
-    /// refused with [`StoreError::Poisoned`].
+    /// Makes `event` durable (written and fdatasync'd, after anything
+    /// staged before it), then applies it to the state; returns its seq. A
+    /// record whose write or sync failed is not applied. After any failure
+    /// every later append is refused with [`StoreError::Poisoned`].
     ///
     /// # Errors
     /// The write or sync failure, or [`StoreError::Poisoned`].
     pub fn append(&mut self, event: R) -> Result<u64, StoreError> {
+        if !self.unflushed.is_empty() {
+            return Err(StoreError::Poisoned(
+                "append with records staged and not flushed: flush them first".into(),
+            ));
+        }
         let done = self.writer.append(&event)?;
         if self
             .crash_after
@@ -455,6 +465,56 @@ impl<R: Record, S: Fold<R>> Store<R, S> {
             w.record(done.into(), event);
         }
         Ok(done.seq)
+    }
+
+    /// Stages `event` after those staged before it and applies it to the
+    /// state at once (so the caller sees the state it will have), without
+    /// writing it: it is durable only once [`Store::flush`] returns, and
+    /// nothing that depends on it may happen before. Returns its seq. If the
+    /// flush fails, the store is poisoned and its state is ahead of the log:
+    /// the caller must stop (as after any failed append).
+    ///
+    /// # Errors
+    /// [`StoreError::Poisoned`] after an earlier failure; an encoding error
+    /// (nothing is staged then, and the state is unchanged).
+    pub fn stage(&mut self, event: R) -> Result<u64, StoreError> {
+        let done = self.writer.stage(&event)?;
+        self.state.apply(&event);
+        let seq = done.seq;
+        self.unflushed.push((done, event));
+        Ok(seq)
+    }
+
+    /// Makes every staged record durable (one `write`, one `fdatasync`) and
+    /// gives them back in order, with their seqs, for the caller to report.
+    ///
+    /// # Errors
+    /// The write or sync failure, which poisons the store (the staged
+    /// records were never acknowledged), or [`StoreError::Poisoned`].
+    pub fn flush(&mut self) -> Result<Vec<(u64, R)>, StoreError> {
+        // The crash seam: a kill right after the n-th record of a type is
+        // durable. Inside a batch that is the state a kill or power cut in
+        // the middle of its one write can leave: a prefix of the batch.
+        if let Some(c) = self.crash_after.as_mut() {
+            let mut prefix = 0;
+            for (done, event) in &self.unflushed {
+                prefix += done.len;
+                if c.hit(event.kind()) {
+                    self.writer.flush_prefix(prefix)?;
+                    crash_now();
+                }
+            }
+        }
+        self.writer.flush()?;
+        let flushed = std::mem::take(&mut self.unflushed);
+        let mut out = Vec::with_capacity(flushed.len());
+        for (done, event) in flushed {
+            if let Some(w) = &self.snapshots {
+                w.record(done.into(), event.clone());
+            }
+            out.push((done.seq, event));
+        }
+        Ok(out)
     }
 
     pub fn state(&self) -> &S {

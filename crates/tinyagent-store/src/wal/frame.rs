@@ -221,7 +221,7 @@ mod tests {
     }
 
     /// A record whose serialisation is not the `type`/`data` pair.
-    #[derive(serde::Serialize, serde::Deserialize)]
+    #[derive(Clone, serde::Serialize, serde::Deserialize)]
     struct Flat {
         n: u64,
     }

@@ -1,8 +1,10 @@
 //! The fail-stop log writer.
 //!
-//! One record = one `write(2)` of the whole framed line on an `O_APPEND` file,
-//! then `fdatasync(2)`. Only when both succeed does [`WalWriter::append`]
-//! return, and only then does the record count as saved. Any failure (an
+//! Records are staged ([`WalWriter::stage`]: framed, seq and position given)
+//! and made durable together by [`WalWriter::flush`]: one `write(2)` of all
+//! the staged lines on an `O_APPEND` file, then one `fdatasync(2)`. Only when
+//! both succeed does a staged record count as saved. [`WalWriter::append`]
+//! is one record staged and flushed. Any failure (an
 //! error, a short write, a failed sync) poisons the writer: the sync is never
 //! retried (after a failed fsync the kernel may have dropped the dirty pages,
 //! so a retry that "succeeds" proves nothing) and every later append returns
@@ -127,6 +129,8 @@ pub struct IoStats {
     pub write_nanos: u64,
     /// Time in `fdatasync`, in nanoseconds.
     pub sync_nanos: u64,
+    /// `fdatasync` calls (one per flush of staged records).
+    pub syncs: u64,
 }
 
 /// The append-only, fail-stop writer of one log file.
@@ -138,7 +142,10 @@ pub struct WalWriter {
     prev: u32,
     offset: u64,
     poisoned: Option<String>,
+    /// Framed records staged and not yet written.
     buf: Vec<u8>,
+    /// How many records `buf` holds.
+    staged: u64,
 }
 
 impl WalWriter {
@@ -195,6 +202,7 @@ impl WalWriter {
             offset: len,
             poisoned: None,
             buf: Vec::with_capacity(4096),
+            staged: 0,
         }
     }
 
@@ -208,20 +216,66 @@ impl WalWriter {
     }
 
     /// Appends one record stamped with the current time (`ts`, see
-    /// [`now_ts`]) and makes it durable. Every record is stamped when it is
-    /// appended, imported ones too: a trajectory file has no per-record
-    /// times to keep.
+    /// [`now_ts`]) and makes it durable: [`WalWriter::stage`] then
+    /// [`WalWriter::flush`]. Every record is stamped when it is appended,
+    /// imported ones too: a trajectory file has no per-record times to keep.
     ///
     /// # Errors
-    /// [`WalError::Poisoned`] after an earlier failure; the write or sync
-    /// error that poisons the writer; [`WalError::Encode`] when the record
-    /// does not serialise (that does not poison it: nothing was written).
+    /// As [`WalWriter::stage`] and [`WalWriter::flush`].
     pub fn append<R: Record>(&mut self, event: &R) -> Result<Appended, WalError> {
+        let done = self.stage(event)?;
+        self.flush()?;
+        Ok(done)
+    }
+
+    /// Frames one record after those staged before it, without writing it:
+    /// it becomes durable, with everything staged, at the next
+    /// [`WalWriter::flush`]. Its position is final once that returns.
+    ///
+    /// # Errors
+    /// [`WalError::Poisoned`] after an earlier failure; [`WalError::Encode`]
+    /// when the record does not serialise or is too long (that does not
+    /// poison the writer: nothing of it is staged).
+    pub fn stage<R: Record>(&mut self, event: &R) -> Result<Appended, WalError> {
         if let Some(msg) = &self.poisoned {
             return Err(WalError::Poisoned(msg.clone()));
         }
-        self.buf.clear();
-        let crc = encode(self.next_seq, self.prev, &now_ts(), event, &mut self.buf)?;
+        let start = self.buf.len();
+        let crc = match encode(self.next_seq, self.prev, &now_ts(), event, &mut self.buf) {
+            Ok(crc) => crc,
+            Err(e) => {
+                self.buf.truncate(start);
+                return Err(e.into());
+            }
+        };
+        let len = (self.buf.len() - start) as u64;
+        let done = Appended {
+            seq: self.next_seq,
+            crc,
+            offset: self.offset,
+            len,
+        };
+        self.next_seq += 1;
+        self.prev = crc;
+        self.offset += len;
+        self.staged += 1;
+        Ok(done)
+    }
+
+    /// Makes every staged record durable: one `write` of all of them, one
+    /// `fdatasync`. Nothing staged: nothing to do.
+    ///
+    /// # Errors
+    /// [`WalError::Poisoned`] after an earlier failure; the write or sync
+    /// error, which poisons the writer (the staged records are lost, and
+    /// were never acknowledged).
+    pub fn flush(&mut self) -> Result<(), WalError> {
+        if let Some(msg) = &self.poisoned {
+            return Err(WalError::Poisoned(msg.clone()));
+        }
+        if self.buf.is_empty() {
+            return Ok(());
+        }
         let expected = self.buf.len();
         let t0 = std::time::Instant::now();
         let written = self.file.write(&self.buf);
@@ -233,6 +287,7 @@ impl WalWriter {
                     source,
                 });
                 self.io.sync_nanos += nanos(t1.elapsed());
+                self.io.syncs += 1;
                 synced
             }
             Ok(written) => Err(WalError::ShortWrite {
@@ -249,19 +304,39 @@ impl WalWriter {
             self.poisoned = Some(e.to_string());
             return Err(e);
         }
-        let done = Appended {
-            seq: self.next_seq,
-            crc,
-            offset: self.offset,
-            len: expected as u64,
-        };
         self.io.write_nanos += nanos(t1 - t0);
-        self.io.appends += 1;
-        self.io.bytes += done.len;
-        self.next_seq += 1;
-        self.prev = crc;
-        self.offset += done.len;
-        Ok(done)
+        self.io.appends += self.staged;
+        self.io.bytes += expected as u64;
+        self.staged = 0;
+        self.buf.clear();
+        Ok(())
+    }
+
+    /// Writes and syncs only the first `len` bytes of what is staged: the
+    /// crash seam's way to leave a prefix of a batch durable before it kills
+    /// the process. Never used otherwise.
+    pub(crate) fn flush_prefix(&mut self, len: u64) -> Result<(), WalError> {
+        let len = usize::try_from(len)
+            .unwrap_or(usize::MAX)
+            .min(self.buf.len());
+        let written = self
+            .file
+            .write(&self.buf[..len])
+            .map_err(|source| WalError::Write {
+                path: self.path.clone(),
+                source,
+            })?;
+        if written != len {
+            return Err(WalError::ShortWrite {
+                path: self.path.clone(),
+                written,
+                expected: len,
+            });
+        }
+        self.file.sync_data().map_err(|source| WalError::Sync {
+            path: self.path.clone(),
+            source,
+        })
     }
 
     /// Counters of what this writer did.
