@@ -149,12 +149,14 @@ impl Scene {
     }
 }
 
-fn bearer(key: &str) -> Option<String> {
-    Some(format!("Bearer {key}"))
-}
-
-fn authorization(r: &RecordedRequest) -> Option<String> {
-    r.header("authorization").map(str::to_string)
+/// The server was sent `key` (so the key really was used).
+fn assert_bearer(r: &RecordedRequest, key: &str) {
+    assert_eq!(
+        r.header("authorization"),
+        Some(format!("Bearer {key}").as_str()),
+        "request {}",
+        r.index
+    );
 }
 
 #[test]
@@ -168,7 +170,7 @@ fn run_keeps_the_default_key_and_aws_secrets_from_every_child() {
     let out = output(cmd);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     for r in server.recorded() {
-        assert_eq!(authorization(&r), bearer(&s.canaries[0]));
+        assert_bearer(&r, &s.canaries[0]);
     }
     s.check_outputs(&server, &[&out]);
 }
@@ -184,7 +186,7 @@ fn run_keeps_a_key_named_with_api_key_env_from_every_child() {
     let out = output(cmd);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     for r in server.recorded() {
-        assert_eq!(authorization(&r), bearer(&s.canaries[0]));
+        assert_bearer(&r, &s.canaries[0]);
     }
     s.check_outputs(&server, &[&out]);
 }
@@ -217,9 +219,28 @@ fn resume_with_an_overriding_api_key_env_keeps_that_key_from_every_child() {
     let recorded = server.recorded();
     assert!(recorded.len() > before, "the resumed run sent nothing");
     for r in &recorded[before..] {
-        assert_eq!(authorization(r), bearer(&s.canaries[0]));
+        assert_bearer(r, &s.canaries[0]);
     }
     s.check_outputs(&server, &[&out1, &out2]);
+}
+
+/// `setpriv` is there and `nobody` can run the binary (a checkout under
+/// `/root` is closed to it).
+fn nobody_can_run() -> Result<(), String> {
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(crate::support::e2e::bin())
+        .arg("--version")
+        .output()
+        .map_err(|e| format!("setpriv: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "nobody cannot run the binary: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
 }
 
 /// The agent and its probe as `nobody`: a same-user, non-root process can
@@ -230,7 +251,7 @@ fn a_same_user_process_cannot_read_the_agents_environ_or_memory() {
     let Some(()) = require(
         "root",
         "a_same_user_process_cannot_read_the_agents_environ_or_memory",
-        root(),
+        root().and_then(|()| nobody_can_run()),
     ) else {
         return;
     };
@@ -263,7 +284,7 @@ fn a_same_user_process_cannot_read_the_agents_environ_or_memory() {
         .stdin(std::process::Stdio::null());
     let out = output(cmd);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert_eq!(authorization(&server.recorded()[0]), bearer(&s.canaries[0]));
+    assert_bearer(&server.recorded()[0], &s.canaries[0]);
     let last = server.recorded().pop().unwrap();
     let (_, content) = last.tool_results().pop().expect("the probe's result");
     assert!(content.contains("65534"), "not run as nobody:\n{content}");
