@@ -57,6 +57,9 @@ pub fn run_hook(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
+    // A hook is a child of the agent like any tool: no key in its
+    // environment, so none in what a post hook prints (which is logged).
+    crate::tools::env::scrub_keys(&mut cmd);
     crate::tools::group::die_with_agent(&mut cmd);
     let mut child = match cmd.spawn() {
         Ok(c) => c,

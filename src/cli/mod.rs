@@ -9,6 +9,7 @@ pub mod inspect;
 mod logcmd;
 mod resume;
 mod run;
+pub mod secrets;
 
 use crate::agent::AgentError;
 use crate::event::RunStatus;
@@ -90,8 +91,17 @@ pub fn finished(status: RunStatus, wal: &std::path::Path) -> Result<i32, CliErro
     Ok(status_exit_code(status))
 }
 
-/// Runs a parsed command line and returns the exit code.
+/// Runs a parsed command line and returns the exit code. For `run` and
+/// `resume` the API keys are first taken out of the environment, which may
+/// re-execute the process (see [`secrets`]): call this before any thread
+/// starts.
 pub fn main(cli: Cli) -> i32 {
+    if matches!(cli.command, Command::Run(_) | Command::Resume(_))
+        && let Err(e) = secrets::isolate(&secrets::named_key_vars(&cli.command))
+    {
+        crate::agent::output::err_line(&format!("tinyagent: {}", e.message));
+        return e.code;
+    }
     let result = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

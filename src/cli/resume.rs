@@ -230,6 +230,12 @@ fn confirm_workspace(
     Ok(())
 }
 
+/// The variable the log says holds the run's API key, if it can be read
+/// (see [`super::secrets::named_key_vars`]).
+pub(super) fn recorded_key_env(args: &ResumeArgs) -> Option<String> {
+    locate(args).ok()?.1.settings.api_key_env
+}
+
 /// The flags that need no log to check.
 fn check_flags(args: &ResumeArgs) -> Result<(), CliError> {
     if args.max_cost.is_some_and(|c| !c.is_finite() || c < 0.0) {

@@ -201,10 +201,12 @@ pub fn plan_run(args: &RunArgs) -> Result<RunPlan, CliError> {
     new_run(args, config)
 }
 
-/// The API key from the named variable (or the provider's usual one).
+/// The API key from the named variable (or the provider's usual one), as it
+/// was when the agent started: [`super::secrets`] has taken it out of the
+/// environment by now.
 pub fn api_key(provider: ProviderKind, api_key_env: Option<&str>) -> Option<String> {
     let var = api_key_env.unwrap_or(provider.default_key_env());
-    std::env::var(var).ok().filter(|k| !k.is_empty())
+    super::secrets::key(var).filter(|k| !k.is_empty())
 }
 
 /// Builds the model client for a run's config.
@@ -254,8 +256,11 @@ pub fn protected_for(
 }
 
 /// The execution environment a run's config asks for. Variables that hold
-/// API keys (`*_API_KEY`, and the run's own `api_key_env`) are hidden from
-/// the commands it runs, so a key can never reach a tool result or the log.
+/// API keys (`*_API_KEY`, the AWS credentials, and the run's own
+/// `api_key_env`) are hidden from the commands it runs, so a key can never
+/// reach a tool result or the log. (The binary has taken them out of its
+/// environment at start already, see [`super::secrets`]; this covers a
+/// caller that did not.)
 pub fn exec_env(
     config: &RunConfig,
     protected: &crate::tools::protected::Protected,

@@ -13,10 +13,14 @@
 //!   process inside too: bubblewrap does not start a new session.
 //!
 //! Both remove from the command's environment every variable of the agent's
-//! whose name ends in `_API_KEY` (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`, ...):
-//! a command that prints its environment must not put the model's key into a
-//! tool result, and so into the log. [`HideVars`] wraps any environment to
-//! hide more names (e.g. a key variable chosen with `--api-key-env`).
+//! that holds a secret ([`is_key_var`]: a name ending in `_API_KEY`, such as
+//! `OPENAI_API_KEY`, and the AWS credentials) and [`KEY_FD_VAR`]: a command
+//! that prints its environment must not put the model's key into a tool
+//! result, and so into the log. [`HideVars`] wraps any environment to hide
+//! more names (e.g. a key variable chosen with `--api-key-env`). The binary
+//! takes every such variable out of its own environment when `run` or
+//! `resume` starts (`cli::secrets`), so this is the second line, not the
+//! first.
 //!
 //! # The seam
 //!
@@ -81,18 +85,31 @@ impl ExecEnv for LocalEnv {
     }
 }
 
-/// Whether a variable name looks like an API key's.
+/// Whether a variable holds a secret no child may see: an API key's name
+/// (`*_API_KEY`) or an AWS credential (`AWS_SECRET_ACCESS_KEY`,
+/// `AWS_SESSION_TOKEN`, and `AWS_ACCESS_KEY_ID`, which goes with them).
 pub fn is_key_var(name: &str) -> bool {
     name.ends_with("_API_KEY")
+        || matches!(
+            name,
+            "AWS_SECRET_ACCESS_KEY" | "AWS_SESSION_TOKEN" | "AWS_ACCESS_KEY_ID"
+        )
 }
 
-/// Removes the agent's key-like variables from `cmd`'s environment.
-fn scrub_keys(cmd: &mut Command) {
+/// The variable that names the descriptor a re-executed agent reads its
+/// keys from (`cli::secrets`). Meaningless to anything else: no child gets
+/// it, so a tinyagent started by a tool does not take it for its own.
+pub const KEY_FD_VAR: &str = "TINYAGENT_KEY_FD";
+
+/// Removes the agent's key variables (and [`KEY_FD_VAR`]) from `cmd`'s
+/// environment. Tools, background processes and hooks all go through here.
+pub fn scrub_keys(cmd: &mut Command) {
     for (name, _) in std::env::vars_os() {
         if is_key_var(&name.to_string_lossy()) {
             cmd.env_remove(name);
         }
     }
+    cmd.env_remove(KEY_FD_VAR);
 }
 
 /// An environment that also hides the named variables from its commands.

@@ -23,6 +23,7 @@ mod model_script;
 mod plan_e2e;
 mod resume_e2e;
 mod sandbox_e2e;
+mod secrets;
 mod signals;
 mod tools_bash;
 mod tools_files;
