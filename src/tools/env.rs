@@ -7,10 +7,12 @@
 //! - [`LocalEnv`] (`local`): `bash -c SCRIPT` in the workspace directory.
 //! - [`SandboxEnv`] (`sandbox`): the same under bubblewrap: the whole file
 //!   system read-only (`--ro-bind / /`), the workspace bound writable at its
-//!   own path, fresh `/dev` and `/proc`, a private `/tmp`, its own pid
-//!   namespace, no network unless allowed, and `--die-with-parent` so nothing
-//!   outlives the agent. Killing the process group from outside reaches every
-//!   process inside too: bubblewrap does not start a new session.
+//!   own path, fresh `/dev` and `/proc` (with `/proc/sys` read-only), a
+//!   private `/tmp`, its own user, pid, IPC and UTS namespaces, no
+//!   capabilities (also when the agent runs as root), no network unless
+//!   allowed, and `--die-with-parent` so nothing outlives the agent. Killing
+//!   the process group from outside reaches every process inside too:
+//!   bubblewrap does not start a new session.
 //!
 //! Both remove from the command's environment every variable of the agent's
 //! whose name ends in `_API_KEY` (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`, ...):
@@ -198,8 +200,23 @@ impl ExecEnv for SandboxEnv {
             .canonicalize()
             .unwrap_or_else(|_| workspace.to_path_buf());
         let mut cmd = Command::new(&self.bwrap);
-        cmd.args(["--ro-bind", "/", "/"])
-            .args(["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"])
+        // No capabilities, also for root: a user namespace of its own (uid
+        // mapped to itself) that may not make further ones, and every
+        // capability dropped from all sets, the bounding set included, so
+        // no mount, remount, chroot, raw socket or setuid program gives one
+        // back. bubblewrap sets no_new_privs itself.
+        cmd.args(["--unshare-user", "--disable-userns", "--cap-drop", "ALL"])
+            .args(["--ro-bind", "/", "/"])
+            .args(["--dev", "/dev", "--proc", "/proc"])
+            // uid 0 without capabilities may still write sysctls that only
+            // check file modes; bubblewrap covers /proc/irq and /proc/bus.
+            .args(["--ro-bind", "/proc/sys", "/proc/sys"])
+            .args([
+                "--ro-bind-try",
+                "/proc/sysrq-trigger",
+                "/proc/sysrq-trigger",
+            ])
+            .args(["--tmpfs", "/tmp"])
             // After /tmp so that a workspace under /tmp is visible.
             .arg("--bind")
             .arg(&ws)

@@ -235,3 +235,125 @@ fn background_process_outlives_the_thread_that_started_it() {
     fx.table.kill(&rec.id).unwrap();
     assert!(wait_dead(rec.pid));
 }
+
+/// The bash tool's output for `script` run in `env` on `fx`'s workspace.
+fn run(fx: &Fixture, env: &SandboxEnv, script: &str) -> String {
+    fx.call_in(env, "bash", &json!({"command": script}).to_string())
+        .content
+}
+
+/// Host files a failing sandbox would have written: removed on drop, so a
+/// run against a leaky sandbox leaves nothing behind.
+struct HostProbes(Vec<std::path::PathBuf>);
+
+impl HostProbes {
+    fn new(dirs: &[&std::path::Path]) -> HostProbes {
+        let name = format!(
+            "tinyagent-sandbox-probe-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos()
+        );
+        HostProbes(dirs.iter().map(|d| d.join(&name)).collect())
+    }
+}
+
+impl Drop for HostProbes {
+    fn drop(&mut self) {
+        for p in &self.0 {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+#[test]
+fn the_sandbox_holds_no_capabilities_and_cannot_gain_any() {
+    // As root (CI) bubblewrap used to keep every capability.
+    let fx = Fixture::new();
+    let Some(env) = sandbox(
+        &fx,
+        false,
+        "the_sandbox_holds_no_capabilities_and_cannot_gain_any",
+    ) else {
+        return;
+    };
+    let script = r"
+for tool in unshare chroot perl; do command -v $tool >/dev/null || echo missing-$tool; done
+grep -E '^(CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs):' /proc/self/status
+unshare -U true 2>/dev/null && echo userns-made || echo userns-refused
+unshare -m true 2>/dev/null && echo mountns-made || echo mountns-refused
+chroot / true 2>/dev/null && echo chroot-done || echo chroot-refused
+perl -MSocket -e 'socket(my $s, PF_INET, SOCK_RAW, 1) or exit 1' 2>/dev/null \
+  && echo raw-socket-made || echo raw-socket-refused
+";
+    let out = run(&fx, &env, script);
+    assert!(!out.contains("missing-"), "{out}");
+    for set in ["CapPrm", "CapEff", "CapBnd", "CapAmb"] {
+        assert!(
+            out.contains(&format!("{set}:\t0000000000000000\n")),
+            "{set}: {out}"
+        );
+    }
+    assert!(out.contains("NoNewPrivs:\t1\n"), "{out}");
+    for what in ["userns", "mountns", "chroot", "raw-socket"] {
+        assert!(out.contains(&format!("{what}-refused")), "{what}: {out}");
+    }
+}
+
+#[test]
+fn mounts_fail_and_writes_outside_the_workspace_do_not_reach_the_host() {
+    let fx = Fixture::new();
+    let Some(env) = sandbox(
+        &fx,
+        false,
+        "mounts_fail_and_writes_outside_the_workspace_do_not_reach_the_host",
+    ) else {
+        return;
+    };
+    let host_dir = e2e::host_tempdir();
+    let probes = HostProbes::new(&[
+        host_dir.path(),
+        std::path::Path::new("/etc"),
+        std::path::Path::new("/var/tmp"),
+        std::path::Path::new("/root"),
+    ]);
+    let mut script = String::from(
+        "mount -o remount,rw / 2>/dev/null && echo remounted || echo remount-refused\n\
+         mount -t tmpfs x /mnt 2>/dev/null && echo mounted || echo mount-refused\n",
+    );
+    for p in &probes.0 {
+        script.push_str(&format!(
+            "echo x > '{}' 2>/dev/null && echo wrote-outside || echo refused-outside\n",
+            p.display()
+        ));
+    }
+    script.push_str("echo inside > inside.txt && echo wrote-inside\n");
+    let out = run(&fx, &env, &script);
+    assert!(out.contains("remount-refused"), "{out}");
+    assert!(out.contains("mount-refused"), "{out}");
+    assert!(!out.contains("wrote-outside"), "{out}");
+    for p in &probes.0 {
+        assert!(!p.exists(), "{} reached the host", p.display());
+    }
+    assert!(out.contains("wrote-inside"), "{out}");
+    assert_eq!(fx.read("inside.txt"), "inside\n");
+}
+
+#[test]
+fn proc_sys_is_read_only() {
+    // kernel.hostname belongs to the sandbox's own UTS namespace, so a leaky
+    // sandbox changes nothing on the host here; a file-permission-only
+    // sysctl like it is writable by uid 0 even without capabilities.
+    let fx = Fixture::new();
+    let Some(env) = sandbox(&fx, false, "proc_sys_is_read_only") else {
+        return;
+    };
+    let script = "echo sandboxed > /proc/sys/kernel/hostname && echo sysctl-written; \
+                  echo \"now $(cat /proc/sys/kernel/hostname)\"";
+    let out = run(&fx, &env, script);
+    assert!(!out.contains("sysctl-written"), "{out}");
+    assert!(out.contains("Read-only file system"), "{out}");
+    assert!(!out.contains("now sandboxed"), "{out}");
+}
