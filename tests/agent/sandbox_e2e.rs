@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 use std::io::ErrorKind;
 use std::net::TcpListener;
 use std::os::unix::process::ExitStatusExt;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const SANDBOX: &str = "[env]\nkind = \"sandbox\"\n";
@@ -313,4 +314,151 @@ fn container_environment_is_not_available_and_is_refused() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("env.kind"), "{err}");
     assert_eq!(server.request_count(), 0);
+}
+
+/// `run` with the log and the config file inside the workspace: the log in
+/// `ws/<wal_rel>`, the config in `ws/tinyagent.toml` holding `toml` too.
+fn run_with_files_in_ws(sb: &Sandbox, base_url: &str, wal_rel: &str, toml: &str) -> Command {
+    let ws = sb.ws();
+    let config = ws.join("tinyagent.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[model]\nmax_retries = 2\nretry_base_ms = 5\nrequest_timeout_s = 20\n{SANDBOX}{toml}"
+        ),
+    )
+    .unwrap();
+    let mut c = Command::new(e2e::bin());
+    c.current_dir(sb.dir.path())
+        .arg("run")
+        .arg("--base-url")
+        .arg(base_url)
+        .arg("--model")
+        .arg("test-model")
+        .arg("--wal")
+        .arg(ws.join(wal_rel))
+        .arg("--cwd")
+        .arg(&ws)
+        .arg("--config")
+        .arg(&config)
+        .arg("tamper with the run")
+        .env_remove("OPENAI_API_KEY")
+        .stdin(Stdio::null());
+    c
+}
+
+#[test]
+fn the_runs_own_files_in_the_workspace_are_out_of_the_sandboxs_reach() {
+    let sb = Sandbox::new();
+    if !bwrap_works(
+        &sb,
+        "the_runs_own_files_in_the_workspace_are_out_of_the_sandboxs_reach",
+    ) {
+        return;
+    }
+    let ws = sb.ws();
+    std::fs::create_dir(ws.join("hooks")).unwrap();
+    let hook_body = "cat > /dev/null\nexit 0\n";
+    std::fs::write(ws.join("hooks/pre.sh"), hook_body).unwrap();
+    let wal = ws.join(".tinyagent/run.wal");
+    let attacks = [
+        ": > .tinyagent/run.wal",
+        "echo forged >> .tinyagent/run.wal",
+        "cp .tinyagent/run.wal forged && echo forged >> forged && mv -f forged .tinyagent/run.wal",
+        "rm -f .tinyagent/run.wal",
+        "mv .tinyagent .tinyagent.old && mkdir .tinyagent && echo forged > .tinyagent/run.wal",
+        "echo forged > .tinyagent/run.wal.snapshot",
+        "echo forged > tinyagent.toml",
+        "echo forged > cfg && mv -f cfg tinyagent.toml",
+        "rm -f tinyagent.toml",
+        "echo 'echo forged >&2; exit 2' > hooks/pre.sh",
+        "mv hooks hooks.old && mkdir hooks && echo 'exit 2' > hooks/pre.sh",
+    ];
+    // One call per attack: snapshots are taken between them (every 2
+    // records), so their siblings of the log exist while later ones run.
+    let calls: Vec<(&str, Value)> = attacks
+        .iter()
+        .map(|a| {
+            let cmd = format!("({a}) 2>&1 && echo GOT-IN || echo KEPT-OUT; rm -f forged cfg");
+            ("bash", json!({ "command": cmd }))
+        })
+        .collect();
+    let ids: Vec<String> = (0..attacks.len()).map(|i| format!("a{i}")).collect();
+    let id_refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+    let replies: Vec<MockReply> = calls
+        .into_iter()
+        .zip(&id_refs)
+        .map(|((name, args), id)| MockReply::tool_call(name, args).with_ids(&[id]))
+        .chain([MockReply::text("done")])
+        .collect();
+    let server = MockServer::start(replies);
+    let config_before = {
+        let toml = "[hooks]\npre_tool = \"sh hooks/pre.sh\"\n[wal]\nsnapshot_every = 2\n";
+        let cmd = run_with_files_in_ws(&sb, &server.base_url(), ".tinyagent/run.wal", toml);
+        let config = std::fs::read_to_string(ws.join("tinyagent.toml")).unwrap();
+        let out = output(cmd);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        config
+    };
+    server.assert_no_violations();
+    let recs = contract::read(&wal);
+    contract::check_write_order(&recs);
+    for (i, a) in attacks.iter().enumerate() {
+        let got = content(&recs, &format!("a{i}"));
+        assert!(got.contains("KEPT-OUT"), "{a}: {got}");
+        assert!(!got.contains("GOT-IN"), "{a}: {got}");
+    }
+    // Every hook ran the real script and allowed its call.
+    let allowed = recs
+        .iter()
+        .filter(|r| {
+            r.kind == "tool.result" && !r.data["content"].as_str().unwrap_or("").contains("blocked")
+        })
+        .count();
+    assert_eq!(allowed, attacks.len());
+    assert_eq!(
+        std::fs::read_to_string(ws.join("tinyagent.toml")).unwrap(),
+        config_before
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("hooks/pre.sh")).unwrap(),
+        hook_body
+    );
+    assert!(!ws.join("hooks.old").exists());
+    assert!(!ws.join(".tinyagent.old").exists());
+    // Only the agent wrote beside the log, and the log is whole.
+    assert!(ws.join(".tinyagent/run.wal.snapshot").exists());
+    for f in std::fs::read_dir(ws.join(".tinyagent")).unwrap().flatten() {
+        let name = f.file_name().to_string_lossy().into_owned();
+        assert!(name.starts_with("run.wal"), "{name}");
+        // (The log and its snapshot hold the word, in the calls' arguments.)
+        if f.path().is_file() {
+            let text = std::fs::read(f.path()).unwrap();
+            assert!(!text.starts_with(b"forged"), "{name} was replaced");
+        }
+    }
+    let verify = Command::new(e2e::bin())
+        .args(["log", "verify"])
+        .arg(&wal)
+        .output()
+        .unwrap();
+    assert_eq!(verify.status.code(), Some(0), "{}", stderr(&verify));
+}
+
+#[test]
+fn a_log_directly_in_the_workspace_is_refused_in_the_sandbox() {
+    let sb = Sandbox::new();
+    if !bwrap_works(
+        &sb,
+        "a_log_directly_in_the_workspace_is_refused_in_the_sandbox",
+    ) {
+        return;
+    }
+    let server = MockServer::start(vec![MockReply::text("never asked")]);
+    let out = output(run_with_files_in_ws(&sb, &server.base_url(), "run.wal", ""));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("directly in the workspace"), "{err}");
+    assert_eq!(server.request_count(), 0, "no model call was made");
+    assert!(!sb.ws().join("run.wal").exists(), "nothing was logged");
 }

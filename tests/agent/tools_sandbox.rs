@@ -9,6 +9,7 @@ use crate::support::require::{self, require};
 use crate::support::tools::*;
 use serde_json::json;
 use tinyagent::event::Event;
+use tinyagent::tools::protected::Protected;
 use tinyagent::tools::{EnvError, SandboxEnv};
 
 /// The sandbox, or `None` when it cannot run here: then `test` is skipped
@@ -356,4 +357,137 @@ fn proc_sys_is_read_only() {
     assert!(!out.contains("sysctl-written"), "{out}");
     assert!(out.contains("Read-only file system"), "{out}");
     assert!(!out.contains("now sandboxed"), "{out}");
+}
+
+/// The run's own files inside `fx`'s workspace: a log with a snapshot and
+/// a process-output directory under `runs/`, a config file at the top, a
+/// hook script one directory down.
+fn protected_files(fx: &Fixture) -> Protected {
+    fx.write("runs/r.wal", "LOG\n");
+    fx.write("runs/r.wal.snapshot", "SNAP\n");
+    fx.write("runs/r.wal.d/p1.log", "OUT\n");
+    fx.write("tinyagent.toml", "CFG\n");
+    fx.write("hooks/pre.sh", "HOOK\n");
+    let mut p = Protected::none();
+    p.add_log(&fx.ws.join("runs/r.wal"));
+    p.add(&fx.ws.join("tinyagent.toml"));
+    p.add(&fx.ws.join("hooks/pre.sh"));
+    p
+}
+
+/// Every file under `dir` with its content, relative paths sorted.
+fn tree(dir: &std::path::Path) -> Vec<(String, String)> {
+    let mut files: Vec<(String, String)> = e2e::all_files(dir)
+        .into_iter()
+        .map(|f| {
+            let rel = f.strip_prefix(dir).unwrap().display().to_string();
+            (rel, std::fs::read_to_string(&f).unwrap_or_default())
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn the_runs_own_files_in_the_workspace_cannot_be_changed() {
+    let fx = Fixture::new();
+    let Some(env) = sandbox(
+        &fx,
+        false,
+        "the_runs_own_files_in_the_workspace_cannot_be_changed",
+    ) else {
+        return;
+    };
+    let env = env.protecting(protected_files(&fx));
+    env.check(&fx.ws).unwrap();
+    let before = tree(&fx.ws);
+    // Each line tries one way in; all are expected to fail.
+    let attacks = [
+        "echo forged >> runs/r.wal",
+        ": > runs/r.wal",
+        "echo forged > runs/new && mv -f runs/new runs/r.wal",
+        "echo forged > new.wal && mv -f new.wal runs/r.wal",
+        "rm -f runs/r.wal",
+        "mv runs runs.old",
+        "echo forged > runs/r.wal.snapshot",
+        "rm -f runs/r.wal.snapshot",
+        "echo forged > runs/r.wal.snapshot.tmp-1-1",
+        "echo forged > runs/r.wal.torn-5",
+        "echo forged > runs/r.wal.d/p1.log",
+        "rm -rf runs/r.wal.d",
+        "echo forged > tinyagent.toml",
+        ": > tinyagent.toml",
+        "echo forged > cfg.new && mv -f cfg.new tinyagent.toml",
+        "rm -f tinyagent.toml",
+        "echo forged > hooks/pre.sh",
+        "rm -f hooks/pre.sh",
+        "echo forged > hook.new && mv -f hook.new hooks/pre.sh",
+        "mv hooks hooks.old && mkdir hooks && echo forged > hooks/pre.sh",
+    ];
+    let mut script = String::new();
+    for (i, a) in attacks.iter().enumerate() {
+        script.push_str(&format!(
+            "({a}) 2>/dev/null && echo 'got in: {i}' || echo 'kept out: {i}'\n"
+        ));
+    }
+    // The rest of the workspace stays writable, next to the hook too.
+    script.push_str("rm -f new.wal cfg.new hook.new\n");
+    script.push_str("echo free > hooks/other.sh && echo free > free.txt && echo still-writable\n");
+    let out = run(&fx, &env, &script);
+    assert!(!out.contains("got in"), "{out}");
+    assert!(out.contains("still-writable"), "{out}");
+    let mut expected = before;
+    expected.push(("free.txt".into(), "free\n".into()));
+    expected.push(("hooks/other.sh".into(), "free\n".into()));
+    expected.sort();
+    assert_eq!(tree(&fx.ws), expected);
+}
+
+#[test]
+fn a_log_directly_in_the_workspace_is_refused() {
+    // Its snapshots and torn tails appear beside it, in the writable
+    // workspace, where no mount could cover them before they exist.
+    let fx = Fixture::new();
+    let Some(env) = sandbox(&fx, false, "a_log_directly_in_the_workspace_is_refused") else {
+        return;
+    };
+    fx.write("r.wal", "LOG\n");
+    let mut p = Protected::none();
+    p.add_log(&fx.ws.join("r.wal"));
+    let env = env.protecting(p);
+    let err = env.check(&fx.ws).unwrap_err().to_string();
+    assert!(err.contains("directly in the workspace"), "{err}");
+    // A command built anyway does not run.
+    let out = fx.call_in(
+        &env,
+        "bash",
+        &json!({"command": "echo ran > ran.txt; : > r.wal"}).to_string(),
+    );
+    assert!(
+        out.content.contains("directly in the workspace"),
+        "{}",
+        out.content
+    );
+    assert!(!fx.ws.join("ran.txt").exists());
+    assert_eq!(fx.read("r.wal"), "LOG\n");
+}
+
+#[test]
+fn a_protected_symlink_in_the_workspace_is_refused() {
+    // A mount covers what a link points to, not the link: the link itself
+    // could be replaced.
+    let fx = Fixture::new();
+    let Some(env) = sandbox(
+        &fx,
+        false,
+        "a_protected_symlink_in_the_workspace_is_refused",
+    ) else {
+        return;
+    };
+    fx.write("real.toml", "CFG\n");
+    std::os::unix::fs::symlink("real.toml", fx.ws.join("tinyagent.toml")).unwrap();
+    let mut p = Protected::none();
+    p.add(&fx.ws.join("tinyagent.toml"));
+    let err = env.protecting(p).check(&fx.ws).unwrap_err().to_string();
+    assert!(err.contains("symbolic link"), "{err}");
 }
