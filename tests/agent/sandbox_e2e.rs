@@ -462,3 +462,71 @@ fn a_log_directly_in_the_workspace_is_refused_in_the_sandbox() {
     assert_eq!(server.request_count(), 0, "no model call was made");
     assert!(!sb.ws().join("run.wal").exists(), "nothing was logged");
 }
+
+/// A script that reports the bash command's parent as seen from where it
+/// runs: the parent's pid and program, whether the parent's environment
+/// holds `var`, and every process visible whose program is `agent`.
+fn parent_probe(var: &str, agent: &std::path::Path) -> String {
+    format!(
+        "echo \"parent $PPID $(readlink /proc/$PPID/exe)\"\n\
+         tr '\\0' '\\n' < /proc/$PPID/environ | grep -q '^{var}=' && echo parent-env-has-mark\n\
+         for p in /proc/[0-9]*; do [ \"$(readlink $p/exe)\" = '{agent}' ] && echo \"agent-visible ${{p#/proc/}}\"; done\n\
+         true",
+        agent = agent.display()
+    )
+}
+
+#[test]
+fn the_agent_is_not_visible_from_the_sandbox() {
+    // The control run (local) shows the probe finds the agent where it can
+    // be seen: there the bash command's parent is the agent itself.
+    let sb = Sandbox::new();
+    if !bwrap_works(&sb, "the_agent_is_not_visible_from_the_sandbox") {
+        return;
+    }
+    let var = "TINYAGENT_TEST_AGENT_MARK";
+    let agent = e2e::bin().canonicalize().unwrap();
+    let probe = parent_probe(var, &agent);
+    let run = |toml: &str| {
+        let server = MockServer::start(vec![
+            MockReply::tool_call("bash", json!({ "command": probe })).with_ids(&["probe"]),
+            MockReply::text("done"),
+        ]);
+        let mut cmd = sb.run_cmd_cfg(&server.base_url(), "look around", toml);
+        cmd.env(var, "set-on-the-agent");
+        let child = cmd
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let agent_pid = child.id();
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let seen = content(&log(&sb), "probe");
+        std::fs::remove_file(sb.wal()).unwrap();
+        (agent_pid, seen)
+    };
+    let (pid, local) = run("");
+    assert!(
+        local.contains(&format!("parent {pid} {}\n", agent.display())),
+        "{local}"
+    );
+    assert!(local.contains("parent-env-has-mark"), "{local}");
+    assert!(local.contains(&format!("agent-visible {pid}\n")), "{local}");
+    // In the sandbox the parent (bubblewrap's init) holds the mark too: it
+    // has the environment the command itself was given, keys removed. What
+    // must not be there is the agent's own entry.
+    let (pid, sandboxed) = run(SANDBOX);
+    let parent = sandboxed
+        .lines()
+        .find_map(|l| l.strip_prefix("parent "))
+        .unwrap_or_else(|| panic!("{sandboxed}"));
+    // The parent is bubblewrap's init, pid 1 of the sandbox's namespace.
+    assert!(parent.starts_with("1 "), "{sandboxed}");
+    assert!(
+        !parent.contains(&agent.display().to_string()),
+        "{sandboxed}"
+    );
+    assert_ne!(parent.split(' ').next(), Some(pid.to_string().as_str()));
+    assert!(!sandboxed.contains("agent-visible"), "{sandboxed}");
+}
