@@ -7,10 +7,12 @@
 //! - [`LocalEnv`] (`local`): `bash -c SCRIPT` in the workspace directory.
 //! - [`SandboxEnv`] (`sandbox`): the same under bubblewrap: the whole file
 //!   system read-only (`--ro-bind / /`), the workspace bound writable at its
-//!   own path, fresh `/dev` and `/proc`, a private `/tmp`, its own pid
-//!   namespace, no network unless allowed, and `--die-with-parent` so nothing
-//!   outlives the agent. Killing the process group from outside reaches every
-//!   process inside too: bubblewrap does not start a new session.
+//!   own path, fresh `/dev` and `/proc` (with `/proc/sys` read-only), a
+//!   private `/tmp`, its own user, pid, IPC and UTS namespaces, no
+//!   capabilities (also when the agent runs as root), no network unless
+//!   allowed, and `--die-with-parent` so nothing outlives the agent. Killing
+//!   the process group from outside reaches every process inside too:
+//!   bubblewrap does not start a new session.
 //!
 //! Both remove from the command's environment every variable of the agent's
 //! that holds a secret ([`is_key_var`]: a name ending in `_API_KEY`, such as
@@ -66,6 +68,8 @@ pub enum EnvError {
     BwrapMissing,
     #[error("bubblewrap is installed but cannot create a sandbox here: {0}")]
     BwrapBroken(String),
+    #[error("the sandbox cannot keep the run's own files out of its commands' reach: {0}")]
+    Unprotectable(String),
 }
 
 /// Runs commands directly on the host.
@@ -183,11 +187,15 @@ impl SandboxEnv {
         self
     }
 
-    /// Runs `true` in a sandbox on `workspace` to check that bubblewrap can
-    /// create namespaces here (it cannot in some containers).
+    /// Checks that the protected files can be kept out of reach (see
+    /// `covers`), then runs `true` in a sandbox on `workspace`
+    /// to check that bubblewrap can create namespaces here (it cannot in
+    /// some containers). The log need not exist yet.
     pub fn check(&self, workspace: &Path) -> Result<(), EnvError> {
+        let ws = canonical(workspace);
+        let covers = self.covers(&ws, true).map_err(EnvError::Unprotectable)?;
         let out = self
-            .command("true", workspace)
+            .bwrap_command("true", &ws, &covers)
             .stdin(Stdio::null())
             .output()
             .map_err(|e| EnvError::BwrapBroken(e.to_string()))?;
@@ -211,24 +219,196 @@ impl ExecEnv for SandboxEnv {
     }
 
     fn command(&self, script: &str, workspace: &Path) -> Command {
-        let ws = workspace
-            .canonicalize()
-            .unwrap_or_else(|_| workspace.to_path_buf());
+        let ws = canonical(workspace);
+        match self.covers(&ws, false) {
+            Ok(covers) => self.bwrap_command(script, &ws, &covers),
+            // Fails closed: nothing runs with the run's files in reach.
+            Err(why) => refusal(&EnvError::Unprotectable(why).to_string(), &ws),
+        }
+    }
+}
+
+/// A mount over a protected path under the workspace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Cover {
+    /// A directory between the workspace and a protected path, bound
+    /// writable onto itself: a mount point cannot be renamed or removed,
+    /// so the protected path cannot be moved away and replaced.
+    Pin(PathBuf),
+    /// A protected file or directory, bound read-only onto itself.
+    ReadOnly(PathBuf),
+}
+
+/// The workspace as the sandbox binds it.
+fn canonical(workspace: &Path) -> PathBuf {
+    workspace
+        .canonicalize()
+        .unwrap_or_else(|_| workspace.to_path_buf())
+}
+
+/// `path` with its directory resolved as far as it exists (the name itself
+/// is kept: a log may not exist yet, a link must be seen as a link).
+fn resolved(path: &Path) -> PathBuf {
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return path.to_path_buf();
+    };
+    let mut base = parent;
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(mut out) = base.canonicalize() {
+            out.extend(rest.iter().rev());
+            out.push(name);
+            return out;
+        }
+        match (base.parent(), base.file_name()) {
+            (Some(up), Some(last)) => {
+                rest.push(last);
+                base = up;
+            }
+            _ => return path.to_path_buf(),
+        }
+    }
+}
+
+/// A command that runs nothing and says why on stderr (exit 126).
+fn refusal(why: &str, ws: &Path) -> Command {
+    let mut cmd = Command::new("bash");
+    cmd.args([
+        "-c",
+        "printf 'tinyagent: %s\\n' \"$1\" >&2; exit 126",
+        "bash",
+        why,
+    ])
+    .current_dir(ws);
+    cmd
+}
+
+impl SandboxEnv {
+    /// The mounts that keep the protected paths out of reach of commands
+    /// in the sandbox on `ws` (resolved). Outside the workspace everything
+    /// is read-only already (or, under `/tmp`, not there at all), so only
+    /// what lies inside it needs covering:
+    ///
+    /// - a log's directory inside the workspace is bound read-only as a
+    ///   whole: its snapshots, torn tails and `<wal>.d/` appear during the
+    ///   run, and a mount can only cover what exists. A log directly in the
+    ///   workspace is refused: covering its directory would make the whole
+    ///   workspace read-only;
+    /// - any other protected file or directory is bound read-only onto
+    ///   itself, and each directory between it and the workspace is pinned
+    ///   (bound onto itself, writable), so that neither it nor a parent can
+    ///   be renamed away and replaced;
+    /// - a protected path inside the workspace that is a symbolic link is
+    ///   refused (a mount covers the target, not the link), and so is one
+    ///   that does not exist, unless `missing_ok` (the check at start, before
+    ///   the log is created).
+    fn covers(&self, ws: &Path, missing_ok: bool) -> Result<Vec<Cover>, String> {
+        let inside = |p: &Path| p != ws && p.starts_with(ws);
+        let mut units: Vec<PathBuf> = Vec::new();
+        for log in self.protected.logs() {
+            let log = resolved(log);
+            let Some(dir) = log.parent() else { continue };
+            if dir == ws {
+                return Err(format!(
+                    "the log {} lies directly in the workspace, where the files the run \
+                     writes beside it would be open to every command; give --wal a path \
+                     outside the workspace or in a directory of its own",
+                    log.display()
+                ));
+            }
+            if inside(dir) {
+                units.push(dir.to_path_buf());
+            }
+        }
+        for path in self.protected.paths() {
+            let path = resolved(path);
+            if ws.starts_with(&path) {
+                return Err(format!(
+                    "{} is protected and holds the workspace",
+                    path.display()
+                ));
+            }
+            if inside(&path) {
+                units.push(path);
+            }
+        }
+        // What lies inside another covered path is covered with it.
+        let mut units: Vec<PathBuf> = units
+            .iter()
+            .filter(|u| !units.iter().any(|o| o != *u && u.starts_with(o)))
+            .cloned()
+            .collect();
+        units.sort();
+        units.dedup();
+        let mut pins = std::collections::BTreeSet::new();
+        let mut read_only = Vec::new();
+        for unit in units {
+            match std::fs::symlink_metadata(&unit) {
+                Ok(m) if m.file_type().is_symlink() => {
+                    return Err(format!(
+                        "{} is a symbolic link inside the workspace, which a command could replace",
+                        unit.display()
+                    ));
+                }
+                Ok(_) => {}
+                Err(_) if missing_ok => continue,
+                Err(e) => return Err(format!("{}: {e}", unit.display())),
+            }
+            let mut up = unit.parent();
+            while let Some(dir) = up.filter(|d| inside(d)) {
+                pins.insert(dir.to_path_buf());
+                up = dir.parent();
+            }
+            read_only.push(unit);
+        }
+        // Parents sort before their children: each pin is made before the
+        // mounts beneath it.
+        Ok(pins
+            .into_iter()
+            .map(Cover::Pin)
+            .chain(read_only.into_iter().map(Cover::ReadOnly))
+            .collect())
+    }
+
+    /// The bubblewrap command line for `script` on `ws` (resolved).
+    fn bwrap_command(&self, script: &str, ws: &Path, covers: &[Cover]) -> Command {
         let mut cmd = Command::new(&self.bwrap);
-        cmd.args(["--ro-bind", "/", "/"])
-            .args(["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"])
+        // No capabilities, also for root: a user namespace of its own (uid
+        // mapped to itself) that may not make further ones, and every
+        // capability dropped from all sets, the bounding set included, so
+        // no mount, remount, chroot, raw socket or setuid program gives one
+        // back. bubblewrap sets no_new_privs itself.
+        cmd.args(["--unshare-user", "--disable-userns", "--cap-drop", "ALL"])
+            .args(["--ro-bind", "/", "/"])
+            .args(["--dev", "/dev", "--proc", "/proc"])
+            // uid 0 without capabilities may still write sysctls that only
+            // check file modes; bubblewrap covers /proc/irq and /proc/bus.
+            .args(["--ro-bind", "/proc/sys", "/proc/sys"])
+            .args([
+                "--ro-bind-try",
+                "/proc/sysrq-trigger",
+                "/proc/sysrq-trigger",
+            ])
+            .args(["--tmpfs", "/tmp"])
             // After /tmp so that a workspace under /tmp is visible.
             .arg("--bind")
-            .arg(&ws)
-            .arg(&ws)
+            .arg(ws)
+            .arg(ws)
             .arg("--chdir")
-            .arg(&ws)
+            .arg(ws)
             .args(["--unshare-pid", "--unshare-ipc", "--unshare-uts"])
             .arg("--die-with-parent");
+        for cover in covers {
+            let (flag, path) = match cover {
+                Cover::Pin(p) => ("--bind", p),
+                Cover::ReadOnly(p) => ("--ro-bind", p),
+            };
+            cmd.arg(flag).arg(path).arg(path);
+        }
         if !self.network {
             cmd.arg("--unshare-net");
         }
-        cmd.args(["--", "bash", "-c", script]).current_dir(&ws);
+        cmd.args(["--", "bash", "-c", script]).current_dir(ws);
         scrub_keys(&mut cmd);
         cmd
     }
@@ -253,4 +433,42 @@ fn find_on_path(name: &str) -> Option<PathBuf> {
     std::env::split_paths(&path)
         .map(|dir| dir.join(name))
         .find(|candidate| candidate.is_file())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn covers_pin_the_way_down_and_cover_each_protected_path_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().canonicalize().unwrap().join("ws");
+        for d in ["runs", "a/b"] {
+            std::fs::create_dir_all(ws.join(d)).unwrap();
+        }
+        for f in ["runs/r.wal", "a/b/hook.sh", "tinyagent.toml"] {
+            std::fs::write(ws.join(f), "x").unwrap();
+        }
+        let mut protected = super::super::protected::Protected::none();
+        protected.add_log(&ws.join("runs/r.wal"));
+        protected.add(&ws.join("a/b/hook.sh"));
+        protected.add(&ws.join("tinyagent.toml"));
+        // Outside the workspace: read-only already, nothing to cover.
+        protected.add(&dir.path().join("elsewhere.toml"));
+        let env = SandboxEnv {
+            bwrap: PathBuf::from("bwrap"),
+            network: false,
+            protected,
+        };
+        assert_eq!(
+            env.covers(&ws, false).unwrap(),
+            vec![
+                Cover::Pin(ws.join("a")),
+                Cover::Pin(ws.join("a/b")),
+                Cover::ReadOnly(ws.join("a/b/hook.sh")),
+                Cover::ReadOnly(ws.join("runs")),
+                Cover::ReadOnly(ws.join("tinyagent.toml")),
+            ]
+        );
+    }
 }

@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 use std::io::ErrorKind;
 use std::net::TcpListener;
 use std::os::unix::process::ExitStatusExt;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const SANDBOX: &str = "[env]\nkind = \"sandbox\"\n";
@@ -313,4 +314,219 @@ fn container_environment_is_not_available_and_is_refused() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("env.kind"), "{err}");
     assert_eq!(server.request_count(), 0);
+}
+
+/// `run` with the log and the config file inside the workspace: the log in
+/// `ws/<wal_rel>`, the config in `ws/tinyagent.toml` holding `toml` too.
+fn run_with_files_in_ws(sb: &Sandbox, base_url: &str, wal_rel: &str, toml: &str) -> Command {
+    let ws = sb.ws();
+    let config = ws.join("tinyagent.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[model]\nmax_retries = 2\nretry_base_ms = 5\nrequest_timeout_s = 20\n{SANDBOX}{toml}"
+        ),
+    )
+    .unwrap();
+    let mut c = Command::new(e2e::bin());
+    c.current_dir(sb.dir.path())
+        .arg("run")
+        .arg("--base-url")
+        .arg(base_url)
+        .arg("--model")
+        .arg("test-model")
+        .arg("--wal")
+        .arg(ws.join(wal_rel))
+        .arg("--cwd")
+        .arg(&ws)
+        .arg("--config")
+        .arg(&config)
+        .arg("tamper with the run")
+        .env_remove("OPENAI_API_KEY")
+        .stdin(Stdio::null());
+    c
+}
+
+#[test]
+fn the_runs_own_files_in_the_workspace_are_out_of_the_sandboxs_reach() {
+    let sb = Sandbox::new();
+    if !bwrap_works(
+        &sb,
+        "the_runs_own_files_in_the_workspace_are_out_of_the_sandboxs_reach",
+    ) {
+        return;
+    }
+    let ws = sb.ws();
+    std::fs::create_dir(ws.join("hooks")).unwrap();
+    let hook_body = "cat > /dev/null\nexit 0\n";
+    std::fs::write(ws.join("hooks/pre.sh"), hook_body).unwrap();
+    let wal = ws.join(".tinyagent/run.wal");
+    let attacks = [
+        ": > .tinyagent/run.wal",
+        "echo forged >> .tinyagent/run.wal",
+        "cp .tinyagent/run.wal forged && echo forged >> forged && mv -f forged .tinyagent/run.wal",
+        "rm -f .tinyagent/run.wal",
+        "mv .tinyagent .tinyagent.old && mkdir .tinyagent && echo forged > .tinyagent/run.wal",
+        "echo forged > .tinyagent/run.wal.snapshot",
+        "echo forged > tinyagent.toml",
+        "echo forged > cfg && mv -f cfg tinyagent.toml",
+        "rm -f tinyagent.toml",
+        "echo 'echo forged >&2; exit 2' > hooks/pre.sh",
+        "mv hooks hooks.old && mkdir hooks && echo 'exit 2' > hooks/pre.sh",
+    ];
+    // One call per attack: snapshots are taken between them (every 2
+    // records), so their siblings of the log exist while later ones run.
+    let calls: Vec<(&str, Value)> = attacks
+        .iter()
+        .map(|a| {
+            let cmd = format!("({a}) 2>&1 && echo GOT-IN || echo KEPT-OUT; rm -f forged cfg");
+            ("bash", json!({ "command": cmd }))
+        })
+        .collect();
+    let ids: Vec<String> = (0..attacks.len()).map(|i| format!("a{i}")).collect();
+    let id_refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+    let replies: Vec<MockReply> = calls
+        .into_iter()
+        .zip(&id_refs)
+        .map(|((name, args), id)| MockReply::tool_call(name, args).with_ids(&[id]))
+        .chain([MockReply::text("done")])
+        .collect();
+    let server = MockServer::start(replies);
+    let config_before = {
+        let toml = "[hooks]\npre_tool = \"sh hooks/pre.sh\"\n[wal]\nsnapshot_every = 2\n";
+        let cmd = run_with_files_in_ws(&sb, &server.base_url(), ".tinyagent/run.wal", toml);
+        let config = std::fs::read_to_string(ws.join("tinyagent.toml")).unwrap();
+        let out = output(cmd);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        config
+    };
+    server.assert_no_violations();
+    let recs = contract::read(&wal);
+    contract::check_write_order(&recs);
+    for (i, a) in attacks.iter().enumerate() {
+        let got = content(&recs, &format!("a{i}"));
+        assert!(got.contains("KEPT-OUT"), "{a}: {got}");
+        assert!(!got.contains("GOT-IN"), "{a}: {got}");
+    }
+    // Every hook ran the real script and allowed its call.
+    let allowed = recs
+        .iter()
+        .filter(|r| {
+            r.kind == "tool.result" && !r.data["content"].as_str().unwrap_or("").contains("blocked")
+        })
+        .count();
+    assert_eq!(allowed, attacks.len());
+    assert_eq!(
+        std::fs::read_to_string(ws.join("tinyagent.toml")).unwrap(),
+        config_before
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("hooks/pre.sh")).unwrap(),
+        hook_body
+    );
+    assert!(!ws.join("hooks.old").exists());
+    assert!(!ws.join(".tinyagent.old").exists());
+    // Only the agent wrote beside the log, and the log is whole.
+    assert!(ws.join(".tinyagent/run.wal.snapshot").exists());
+    for f in std::fs::read_dir(ws.join(".tinyagent")).unwrap().flatten() {
+        let name = f.file_name().to_string_lossy().into_owned();
+        assert!(name.starts_with("run.wal"), "{name}");
+        // (The log and its snapshot hold the word, in the calls' arguments.)
+        if f.path().is_file() {
+            let text = std::fs::read(f.path()).unwrap();
+            assert!(!text.starts_with(b"forged"), "{name} was replaced");
+        }
+    }
+    let verify = Command::new(e2e::bin())
+        .args(["log", "verify"])
+        .arg(&wal)
+        .output()
+        .unwrap();
+    assert_eq!(verify.status.code(), Some(0), "{}", stderr(&verify));
+}
+
+#[test]
+fn a_log_directly_in_the_workspace_is_refused_in_the_sandbox() {
+    let sb = Sandbox::new();
+    if !bwrap_works(
+        &sb,
+        "a_log_directly_in_the_workspace_is_refused_in_the_sandbox",
+    ) {
+        return;
+    }
+    let server = MockServer::start(vec![MockReply::text("never asked")]);
+    let out = output(run_with_files_in_ws(&sb, &server.base_url(), "run.wal", ""));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("directly in the workspace"), "{err}");
+    assert_eq!(server.request_count(), 0, "no model call was made");
+    assert!(!sb.ws().join("run.wal").exists(), "nothing was logged");
+}
+
+/// A script that reports the bash command's parent as seen from where it
+/// runs: the parent's pid and program, whether the parent's environment
+/// holds `var`, and every process visible whose program is `agent`.
+fn parent_probe(var: &str, agent: &std::path::Path) -> String {
+    format!(
+        "echo \"parent $PPID $(readlink /proc/$PPID/exe)\"\n\
+         tr '\\0' '\\n' < /proc/$PPID/environ | grep -q '^{var}=' && echo parent-env-has-mark\n\
+         for p in /proc/[0-9]*; do [ \"$(readlink $p/exe)\" = '{agent}' ] && echo \"agent-visible ${{p#/proc/}}\"; done\n\
+         true",
+        agent = agent.display()
+    )
+}
+
+#[test]
+fn the_agent_is_not_visible_from_the_sandbox() {
+    // The control run (local) shows the probe finds the agent where it can
+    // be seen: there the bash command's parent is the agent itself.
+    let sb = Sandbox::new();
+    if !bwrap_works(&sb, "the_agent_is_not_visible_from_the_sandbox") {
+        return;
+    }
+    let var = "TINYAGENT_TEST_AGENT_MARK";
+    let agent = e2e::bin().canonicalize().unwrap();
+    let probe = parent_probe(var, &agent);
+    let run = |toml: &str| {
+        let server = MockServer::start(vec![
+            MockReply::tool_call("bash", json!({ "command": probe })).with_ids(&["probe"]),
+            MockReply::text("done"),
+        ]);
+        let mut cmd = sb.run_cmd_cfg(&server.base_url(), "look around", toml);
+        cmd.env(var, "set-on-the-agent");
+        let child = cmd
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let agent_pid = child.id();
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let seen = content(&log(&sb), "probe");
+        std::fs::remove_file(sb.wal()).unwrap();
+        (agent_pid, seen)
+    };
+    let (pid, local) = run("");
+    assert!(
+        local.contains(&format!("parent {pid} {}\n", agent.display())),
+        "{local}"
+    );
+    assert!(local.contains("parent-env-has-mark"), "{local}");
+    assert!(local.contains(&format!("agent-visible {pid}\n")), "{local}");
+    // In the sandbox the parent (bubblewrap's init) holds the mark too: it
+    // has the environment the command itself was given, keys removed. What
+    // must not be there is the agent's own entry.
+    let (pid, sandboxed) = run(SANDBOX);
+    let parent = sandboxed
+        .lines()
+        .find_map(|l| l.strip_prefix("parent "))
+        .unwrap_or_else(|| panic!("{sandboxed}"));
+    // The parent is bubblewrap's init, pid 1 of the sandbox's namespace.
+    assert!(parent.starts_with("1 "), "{sandboxed}");
+    assert!(
+        !parent.contains(&agent.display().to_string()),
+        "{sandboxed}"
+    );
+    assert_ne!(parent.split(' ').next(), Some(pid.to_string().as_str()));
+    assert!(!sandboxed.contains("agent-visible"), "{sandboxed}");
 }

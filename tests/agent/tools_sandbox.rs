@@ -9,6 +9,7 @@ use crate::support::require::{self, require};
 use crate::support::tools::*;
 use serde_json::json;
 use tinyagent::event::Event;
+use tinyagent::tools::protected::Protected;
 use tinyagent::tools::{EnvError, SandboxEnv};
 
 /// The sandbox, or `None` when it cannot run here: then `test` is skipped
@@ -234,4 +235,259 @@ fn background_process_outlives_the_thread_that_started_it() {
     );
     fx.table.kill(&rec.id).unwrap();
     assert!(wait_dead(rec.pid));
+}
+
+/// The bash tool's output for `script` run in `env` on `fx`'s workspace.
+fn run(fx: &Fixture, env: &SandboxEnv, script: &str) -> String {
+    fx.call_in(env, "bash", &json!({"command": script}).to_string())
+        .content
+}
+
+/// Host files a failing sandbox would have written: removed on drop, so a
+/// run against a leaky sandbox leaves nothing behind.
+struct HostProbes(Vec<std::path::PathBuf>);
+
+impl HostProbes {
+    fn new(dirs: &[&std::path::Path]) -> HostProbes {
+        let name = format!(
+            "tinyagent-sandbox-probe-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos()
+        );
+        HostProbes(dirs.iter().map(|d| d.join(&name)).collect())
+    }
+}
+
+impl Drop for HostProbes {
+    fn drop(&mut self) {
+        for p in &self.0 {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+#[test]
+fn the_sandbox_holds_no_capabilities_and_cannot_gain_any() {
+    // As root (CI) bubblewrap used to keep every capability.
+    let fx = Fixture::new();
+    let Some(env) = sandbox(
+        &fx,
+        false,
+        "the_sandbox_holds_no_capabilities_and_cannot_gain_any",
+    ) else {
+        return;
+    };
+    let script = r"
+for tool in unshare chroot perl; do command -v $tool >/dev/null || echo missing-$tool; done
+grep -E '^(CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs):' /proc/self/status
+unshare -U true 2>/dev/null && echo userns-made || echo userns-refused
+unshare -m true 2>/dev/null && echo mountns-made || echo mountns-refused
+chroot / true 2>/dev/null && echo chroot-done || echo chroot-refused
+perl -MSocket -e 'socket(my $s, PF_INET, SOCK_RAW, 1) or exit 1' 2>/dev/null \
+  && echo raw-socket-made || echo raw-socket-refused
+";
+    let out = run(&fx, &env, script);
+    assert!(!out.contains("missing-"), "{out}");
+    for set in ["CapPrm", "CapEff", "CapBnd", "CapAmb"] {
+        assert!(
+            out.contains(&format!("{set}:\t0000000000000000\n")),
+            "{set}: {out}"
+        );
+    }
+    assert!(out.contains("NoNewPrivs:\t1\n"), "{out}");
+    for what in ["userns", "mountns", "chroot", "raw-socket"] {
+        assert!(out.contains(&format!("{what}-refused")), "{what}: {out}");
+    }
+}
+
+#[test]
+fn mounts_fail_and_writes_outside_the_workspace_do_not_reach_the_host() {
+    let fx = Fixture::new();
+    let Some(env) = sandbox(
+        &fx,
+        false,
+        "mounts_fail_and_writes_outside_the_workspace_do_not_reach_the_host",
+    ) else {
+        return;
+    };
+    let host_dir = e2e::host_tempdir();
+    let probes = HostProbes::new(&[
+        host_dir.path(),
+        std::path::Path::new("/etc"),
+        std::path::Path::new("/var/tmp"),
+        std::path::Path::new("/root"),
+    ]);
+    let mut script = String::from(
+        "mount -o remount,rw / 2>/dev/null && echo remounted || echo remount-refused\n\
+         mount -t tmpfs x /mnt 2>/dev/null && echo mounted || echo mount-refused\n",
+    );
+    for p in &probes.0 {
+        script.push_str(&format!(
+            "echo x > '{}' 2>/dev/null && echo wrote-outside || echo refused-outside\n",
+            p.display()
+        ));
+    }
+    script.push_str("echo inside > inside.txt && echo wrote-inside\n");
+    let out = run(&fx, &env, &script);
+    assert!(out.contains("remount-refused"), "{out}");
+    assert!(out.contains("mount-refused"), "{out}");
+    assert!(!out.contains("wrote-outside"), "{out}");
+    for p in &probes.0 {
+        assert!(!p.exists(), "{} reached the host", p.display());
+    }
+    assert!(out.contains("wrote-inside"), "{out}");
+    assert_eq!(fx.read("inside.txt"), "inside\n");
+}
+
+#[test]
+fn proc_sys_is_read_only() {
+    // kernel.hostname belongs to the sandbox's own UTS namespace, so a leaky
+    // sandbox changes nothing on the host here; a file-permission-only
+    // sysctl like it is writable by uid 0 even without capabilities.
+    let fx = Fixture::new();
+    let Some(env) = sandbox(&fx, false, "proc_sys_is_read_only") else {
+        return;
+    };
+    let script = "echo sandboxed > /proc/sys/kernel/hostname && echo sysctl-written; \
+                  echo \"now $(cat /proc/sys/kernel/hostname)\"";
+    let out = run(&fx, &env, script);
+    assert!(!out.contains("sysctl-written"), "{out}");
+    assert!(out.contains("Read-only file system"), "{out}");
+    assert!(!out.contains("now sandboxed"), "{out}");
+}
+
+/// The run's own files inside `fx`'s workspace: a log with a snapshot and
+/// a process-output directory under `runs/`, a config file at the top, a
+/// hook script one directory down.
+fn protected_files(fx: &Fixture) -> Protected {
+    fx.write("runs/r.wal", "LOG\n");
+    fx.write("runs/r.wal.snapshot", "SNAP\n");
+    fx.write("runs/r.wal.d/p1.log", "OUT\n");
+    fx.write("tinyagent.toml", "CFG\n");
+    fx.write("hooks/pre.sh", "HOOK\n");
+    let mut p = Protected::none();
+    p.add_log(&fx.ws.join("runs/r.wal"));
+    p.add(&fx.ws.join("tinyagent.toml"));
+    p.add(&fx.ws.join("hooks/pre.sh"));
+    p
+}
+
+/// Every file under `dir` with its content, relative paths sorted.
+fn tree(dir: &std::path::Path) -> Vec<(String, String)> {
+    let mut files: Vec<(String, String)> = e2e::all_files(dir)
+        .into_iter()
+        .map(|f| {
+            let rel = f.strip_prefix(dir).unwrap().display().to_string();
+            (rel, std::fs::read_to_string(&f).unwrap_or_default())
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn the_runs_own_files_in_the_workspace_cannot_be_changed() {
+    let fx = Fixture::new();
+    let Some(env) = sandbox(
+        &fx,
+        false,
+        "the_runs_own_files_in_the_workspace_cannot_be_changed",
+    ) else {
+        return;
+    };
+    let env = env.protecting(protected_files(&fx));
+    env.check(&fx.ws).unwrap();
+    let before = tree(&fx.ws);
+    // Each line tries one way in; all are expected to fail.
+    let attacks = [
+        "echo forged >> runs/r.wal",
+        ": > runs/r.wal",
+        "echo forged > runs/new && mv -f runs/new runs/r.wal",
+        "echo forged > new.wal && mv -f new.wal runs/r.wal",
+        "rm -f runs/r.wal",
+        "mv runs runs.old",
+        "echo forged > runs/r.wal.snapshot",
+        "rm -f runs/r.wal.snapshot",
+        "echo forged > runs/r.wal.snapshot.tmp-1-1",
+        "echo forged > runs/r.wal.torn-5",
+        "echo forged > runs/r.wal.d/p1.log",
+        "rm -rf runs/r.wal.d",
+        "echo forged > tinyagent.toml",
+        ": > tinyagent.toml",
+        "echo forged > cfg.new && mv -f cfg.new tinyagent.toml",
+        "rm -f tinyagent.toml",
+        "echo forged > hooks/pre.sh",
+        "rm -f hooks/pre.sh",
+        "echo forged > hook.new && mv -f hook.new hooks/pre.sh",
+        "mv hooks hooks.old && mkdir hooks && echo forged > hooks/pre.sh",
+    ];
+    let mut script = String::new();
+    for (i, a) in attacks.iter().enumerate() {
+        script.push_str(&format!(
+            "({a}) 2>/dev/null && echo 'got in: {i}' || echo 'kept out: {i}'\n"
+        ));
+    }
+    // The rest of the workspace stays writable, next to the hook too.
+    script.push_str("rm -f new.wal cfg.new hook.new\n");
+    script.push_str("echo free > hooks/other.sh && echo free > free.txt && echo still-writable\n");
+    let out = run(&fx, &env, &script);
+    assert!(!out.contains("got in"), "{out}");
+    assert!(out.contains("still-writable"), "{out}");
+    let mut expected = before;
+    expected.push(("free.txt".into(), "free\n".into()));
+    expected.push(("hooks/other.sh".into(), "free\n".into()));
+    expected.sort();
+    assert_eq!(tree(&fx.ws), expected);
+}
+
+#[test]
+fn a_log_directly_in_the_workspace_is_refused() {
+    // Its snapshots and torn tails appear beside it, in the writable
+    // workspace, where no mount could cover them before they exist.
+    let fx = Fixture::new();
+    let Some(env) = sandbox(&fx, false, "a_log_directly_in_the_workspace_is_refused") else {
+        return;
+    };
+    fx.write("r.wal", "LOG\n");
+    let mut p = Protected::none();
+    p.add_log(&fx.ws.join("r.wal"));
+    let env = env.protecting(p);
+    let err = env.check(&fx.ws).unwrap_err().to_string();
+    assert!(err.contains("directly in the workspace"), "{err}");
+    // A command built anyway does not run.
+    let out = fx.call_in(
+        &env,
+        "bash",
+        &json!({"command": "echo ran > ran.txt; : > r.wal"}).to_string(),
+    );
+    assert!(
+        out.content.contains("directly in the workspace"),
+        "{}",
+        out.content
+    );
+    assert!(!fx.ws.join("ran.txt").exists());
+    assert_eq!(fx.read("r.wal"), "LOG\n");
+}
+
+#[test]
+fn a_protected_symlink_in_the_workspace_is_refused() {
+    // A mount covers what a link points to, not the link: the link itself
+    // could be replaced.
+    let fx = Fixture::new();
+    let Some(env) = sandbox(
+        &fx,
+        false,
+        "a_protected_symlink_in_the_workspace_is_refused",
+    ) else {
+        return;
+    };
+    fx.write("real.toml", "CFG\n");
+    std::os::unix::fs::symlink("real.toml", fx.ws.join("tinyagent.toml")).unwrap();
+    let mut p = Protected::none();
+    p.add(&fx.ws.join("tinyagent.toml"));
+    let err = env.protecting(p).check(&fx.ws).unwrap_err().to_string();
+    assert!(err.contains("symbolic link"), "{err}");
 }
