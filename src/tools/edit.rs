@@ -1,14 +1,14 @@
 //! The `edit` tool: replaces an exact, unique match (every match with
 //! `replace_all`) and answers with a short unified diff.
 
-use super::files::{io_error, resolve};
+use super::files::{OpenError, io_error, resolve};
 use super::{Effect, ToolContext, ToolOutcome, TypedTool};
 use crate::text::cut_bytes;
+use nix::fcntl::OFlag;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use similar::TextDiff;
-use std::io;
-use std::path::Path;
+use std::io::{self, Read, Seek, SeekFrom, Write};
 
 /// Longest diff returned by edit.
 const DIFF_CAP: usize = 4000;
@@ -52,15 +52,11 @@ impl TypedTool for EditTool {
     }
 
     fn run(&self, ctx: &ToolContext, args: EditArgs) -> ToolOutcome {
-        let real = match resolve(ctx, &args.path) {
-            Ok(p) => p,
-            Err(out) => return out,
-        };
-        edit_file(&real, &args).unwrap_or_else(|out| out)
+        edit_file(ctx, &args).unwrap_or_else(|out| out)
     }
 }
 
-fn edit_file(real: &Path, args: &EditArgs) -> Result<ToolOutcome, ToolOutcome> {
+fn edit_file(ctx: &ToolContext, args: &EditArgs) -> Result<ToolOutcome, ToolOutcome> {
     let path = args.path.as_str();
     if args.old_string.is_empty() {
         return Err(ToolOutcome::error(
@@ -72,17 +68,26 @@ fn edit_file(real: &Path, args: &EditArgs) -> Result<ToolOutcome, ToolOutcome> {
             "old_string and new_string are the same; nothing would change",
         ));
     }
-    if real.is_dir() {
-        return Err(ToolOutcome::error(format!(
-            "{path} is a directory, not a file"
-        )));
+    let target = resolve(ctx, path)?;
+    let is_dir = || ToolOutcome::error(format!("{path} is a directory, not a file"));
+    if target.real.is_dir() {
+        return Err(is_dir());
     }
-    let bytes = std::fs::read(real).map_err(|e| match e.kind() {
-        io::ErrorKind::NotFound => {
+    // The file is read and rewritten through one descriptor: what was
+    // matched is what is changed.
+    let (mut file, meta) = target.open(ctx, path, OFlag::O_RDWR).map_err(|e| match e {
+        OpenError::Io(e) if e.kind() == io::ErrorKind::NotFound => {
             ToolOutcome::error(format!("file not found: {path} (use write to create it)"))
         }
-        _ => io_error("read", path, &e),
+        OpenError::Io(e) if e.raw_os_error() == Some(nix::errno::Errno::EISDIR as i32) => is_dir(),
+        e => e.outcome("write", path),
     })?;
+    if meta.is_dir() {
+        return Err(is_dir());
+    }
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)
+        .map_err(|e| io_error("read", path, &e))?;
     let before = String::from_utf8(bytes).map_err(|_| {
         ToolOutcome::error(format!(
             "{path} is not UTF-8 text; edit changes text files only"
@@ -107,7 +112,10 @@ fn edit_file(real: &Path, args: &EditArgs) -> Result<ToolOutcome, ToolOutcome> {
     } else {
         before.replacen(&args.old_string, &args.new_string, 1)
     };
-    std::fs::write(real, after.as_bytes()).map_err(|e| io_error("write", path, &e))?;
+    file.set_len(0)
+        .and_then(|()| file.seek(SeekFrom::Start(0)))
+        .and_then(|_| file.write_all(after.as_bytes()))
+        .map_err(|e| io_error("write", path, &e))?;
     let diff = TextDiff::from_lines(&before, &after)
         .unified_diff()
         .context_radius(3)

@@ -1,15 +1,157 @@
 //! Helpers shared by the file tools [`read`](super::read),
-//! [`write`](super::write) and [`edit`](super::edit): every path goes through
-//! [`super::paths::resolve`] first, and I/O errors read the same in all three.
+//! [`write`](super::write) and [`edit`](super::edit), and by the walks of
+//! grep and glob: every path is checked with [`super::paths::resolve`] first
+//! (for clear refusals), then opened through [`Beneath`], so a link swapped
+//! in after the check still cannot lead outside. What is opened must be a
+//! regular file (opened `O_NONBLOCK`, so a FIFO cannot hang the call) and not
+//! one of the run's own files, checked on the path given and again on the
+//! file actually opened. I/O errors read the same in all the tools.
 
-use super::paths;
+use super::paths::{self, Beneath, PathError};
+use super::protected::Protected;
 use super::{ToolContext, ToolOutcome};
+use nix::fcntl::OFlag;
+use std::fs::{File, Metadata};
 use std::io;
-use std::path::PathBuf;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
 
-/// Resolves a path, turning a refusal into an error outcome.
-pub(super) fn resolve(ctx: &ToolContext, path: &str) -> Result<PathBuf, ToolOutcome> {
-    paths::resolve(ctx.workspace, path).map_err(|e| ToolOutcome::error(e.to_string()))
+/// A path the model gave, resolved and checked, with the workspace to open
+/// it beneath.
+pub(super) struct Target {
+    pub(super) ws: Beneath,
+    /// The resolved path, absolute.
+    pub(super) real: PathBuf,
+    /// The same, relative to the workspace.
+    pub(super) rel: PathBuf,
+}
+
+impl Target {
+    /// Opens the target beneath the workspace (`O_NONBLOCK` added): the file
+    /// and its metadata, or why not.
+    pub(super) fn open(
+        &self,
+        ctx: &ToolContext,
+        path: &str,
+        flags: OFlag,
+    ) -> Result<(File, Metadata), OpenError> {
+        let (file, meta) = open_beneath(&self.ws, &self.rel, flags).map_err(|e| {
+            if paths::escaped(&e) {
+                return OpenError::Refused(escapes(path, &self.ws));
+            }
+            // ENXIO: a socket, or a FIFO with no reader opened for writing.
+            if e.raw_os_error() == Some(nix::errno::Errno::ENXIO as i32)
+                && let Ok((_, meta)) = open_beneath(&self.ws, &self.rel, OFlag::O_PATH)
+                && let Err(out) = regular(path, &meta)
+            {
+                return OpenError::Refused(out);
+            }
+            OpenError::Io(e)
+        })?;
+        check_opened(ctx.protected, path, &file, &meta).map_err(OpenError::Refused)?;
+        Ok((file, meta))
+    }
+}
+
+/// Why [`Target::open`] failed: an I/O error (not found, a directory...) the
+/// tool may word its own way, or a refusal to pass on as it is.
+pub(super) enum OpenError {
+    Io(io::Error),
+    Refused(ToolOutcome),
+}
+
+impl OpenError {
+    /// The error as a tool result, an I/O error worded by [`io_error`].
+    pub(super) fn outcome(self, what: &str, path: &str) -> ToolOutcome {
+        match self {
+            OpenError::Io(e) => io_error(what, path, &e),
+            OpenError::Refused(out) => out,
+        }
+    }
+}
+
+/// Resolves a path, turning a refusal (outside the workspace, a protected
+/// file) into an error outcome.
+pub(super) fn resolve(ctx: &ToolContext, path: &str) -> Result<Target, ToolOutcome> {
+    let real =
+        paths::resolve(ctx.workspace, path).map_err(|e| ToolOutcome::error(e.to_string()))?;
+    if ctx.protected.covers(&real) {
+        return Err(protected(path));
+    }
+    let ws = Beneath::open(ctx.workspace).map_err(|e| ToolOutcome::error(e.to_string()))?;
+    let rel = ws.relative(&real);
+    Ok(Target { ws, real, rel })
+}
+
+/// Opens `rel` beneath `ws` with `flags` and `O_NONBLOCK`, and reads its metadata.
+pub(super) fn open_beneath(ws: &Beneath, rel: &Path, flags: OFlag) -> io::Result<(File, Metadata)> {
+    let file = ws.open_file(rel, flags | OFlag::O_NONBLOCK)?;
+    let meta = file.metadata()?;
+    Ok((file, meta))
+}
+
+/// Refuses an opened file that is not regular (directories pass: each tool
+/// words that itself) or that is one of the run's own files: by the path the
+/// kernel has for it, and by identity with each protected file that exists
+/// (a hard link).
+pub(super) fn check_opened(
+    protected: &Protected,
+    path: &str,
+    file: &File,
+    meta: &Metadata,
+) -> Result<(), ToolOutcome> {
+    if !meta.is_dir() {
+        regular(path, meta)?;
+    }
+    if paths::fd_path(file).is_some_and(|p| protected.covers(&p))
+        || same_as_protected(protected, meta)
+    {
+        return Err(self::protected(path));
+    }
+    Ok(())
+}
+
+fn same_as_protected(protected: &Protected, meta: &Metadata) -> bool {
+    protected.paths().iter().any(|p| {
+        std::fs::metadata(p)
+            .is_ok_and(|m| m.is_file() && m.dev() == meta.dev() && m.ino() == meta.ino())
+    })
+}
+
+/// Refuses FIFOs, sockets and devices (and anything else not a regular
+/// file or a directory).
+pub(super) fn regular(path: &str, meta: &Metadata) -> Result<(), ToolOutcome> {
+    let t = meta.file_type();
+    let kind = if t.is_file() || t.is_dir() {
+        return Ok(());
+    } else if t.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else {
+        "not a file"
+    };
+    Err(ToolOutcome::error(format!(
+        "{path} is {kind}, not a regular file; the file tools read and change regular files only"
+    )))
+}
+
+/// The refusal for one of the run's own files.
+pub(super) fn protected(path: &str) -> ToolOutcome {
+    ToolOutcome::error(format!(
+        "{path} is one of this run's own files (its log, config or a hook program); no tool may \
+         read or change it"
+    ))
+}
+
+fn escapes(path: &str, ws: &Beneath) -> ToolOutcome {
+    ToolOutcome::error(
+        PathError::Escapes(path.to_string(), ws.canonical().display().to_string()).to_string(),
+    )
 }
 
 /// An I/O error while trying to `what` (read, write) `path`, as a tool error.

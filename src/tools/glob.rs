@@ -2,8 +2,9 @@
 //! glob, sorted.
 
 use super::paths;
-use super::search::{PathGlob, Root, relative, root, walk};
+use super::search::{PathGlob, Root, relative, root};
 use super::{Effect, ToolContext, ToolOutcome, TypedTool};
+use nix::fcntl::OFlag;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -49,17 +50,16 @@ impl TypedTool for GlobTool {
             Ok(g) => g,
             Err(e) => return ToolOutcome::error(e),
         };
-        let Root {
-            real: root,
-            ws,
-            given,
-        } = match root(ctx, args.path.as_deref()) {
+        let root: Root = match root(ctx, args.path.as_deref()) {
             Ok(r) => r,
             Err(out) => return out,
         };
-        let mut found: Vec<String> = walk(&root)
-            .filter(|e| glob.is_match(&relative(&root, e.path())))
-            .map(|e| paths::relative_to(&ws, e.path()))
+        // A name match: a file is looked at (O_PATH), never read.
+        let mut found: Vec<String> = root
+            .walk()
+            .filter(|e| glob.is_match(&relative(&root.real, e.path())))
+            .filter(|e| root.open(e, OFlag::O_PATH).is_some())
+            .map(|e| paths::relative_to(&root.ws, e.path()))
             .collect();
         found.sort();
         if found.is_empty() {
@@ -70,7 +70,10 @@ impl TypedTool for GlobTool {
                     " (`{pattern}` matches only directly inside it; use `**/{pattern}` for every depth)"
                 )
             };
-            return ToolOutcome::ok(format!("No files match `{pattern}` in {given}{hint}."));
+            return ToolOutcome::ok(format!(
+                "No files match `{pattern}` in {}{hint}.",
+                root.given
+            ));
         }
         let total = found.len();
         found.truncate(MAX_PATHS);

@@ -3,17 +3,20 @@
 //! skipped), optionally restricted by a path glob.
 
 use super::paths;
-use super::search::{PathGlob, Root, relative, root, walk};
+use super::search::{PathGlob, Root, relative, root};
 use super::{Effect, ToolContext, ToolOutcome, TypedTool};
 use crate::text::cut_bytes;
 use grep_regex::RegexMatcher;
 use grep_searcher::sinks::Lossy;
 use grep_searcher::{BinaryDetection, SearcherBuilder};
+use nix::fcntl::OFlag;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 /// Most matching lines grep reports.
 pub const MAX_MATCHES: usize = 200;
+/// Files larger than this are not searched.
+const MAX_FILE_SIZE: u64 = 20 * 1024 * 1024;
 /// Longest matching line shown (bytes).
 const MAX_MATCH_LINE: usize = 500;
 
@@ -67,11 +70,7 @@ impl TypedTool for GrepTool {
             Ok(f) => f,
             Err(e) => return ToolOutcome::error(e),
         };
-        let Root {
-            real: root,
-            ws,
-            given,
-        } = match root(ctx, args.path.as_deref()) {
+        let root: Root = match root(ctx, args.path.as_deref()) {
             Ok(r) => r,
             Err(out) => return out,
         };
@@ -81,14 +80,21 @@ impl TypedTool for GrepTool {
             .build();
         let mut lines: Vec<String> = Vec::new();
         let mut truncated = false;
-        for entry in walk(&root) {
+        for entry in root.walk() {
             if filter
                 .as_ref()
-                .is_some_and(|f| !f.is_match(&relative(&root, entry.path())))
+                .is_some_and(|f| !f.is_match(&relative(&root.real, entry.path())))
             {
                 continue;
             }
-            let shown = paths::relative_to(&ws, entry.path());
+            // Read through the descriptor opened beneath the workspace.
+            let Some((file, meta)) = root.open(&entry, OFlag::O_RDONLY) else {
+                continue;
+            };
+            if meta.len() > MAX_FILE_SIZE {
+                continue;
+            }
+            let shown = paths::relative_to(&root.ws, entry.path());
             let sink = Lossy(|number, text| {
                 if lines.len() >= MAX_MATCHES {
                     truncated = true;
@@ -102,13 +108,16 @@ impl TypedTool for GrepTool {
                 Ok(true)
             });
             // Unreadable files are skipped, like rg does with a message.
-            let _ = searcher.search_path(&matcher, entry.path(), sink);
+            let _ = searcher.search_file(&matcher, &file, sink);
             if truncated {
                 break;
             }
         }
         if lines.is_empty() {
-            return ToolOutcome::ok(format!("No matches for `{}` in {given}.", args.pattern));
+            return ToolOutcome::ok(format!(
+                "No matches for `{}` in {}.",
+                args.pattern, root.given
+            ));
         }
         let mut out = lines.join("\n");
         if truncated {

@@ -4,11 +4,10 @@
 use super::files::{io_error, resolve};
 use super::{Effect, ToolContext, ToolOutcome, TypedTool};
 use crate::text::cut_bytes;
+use nix::fcntl::OFlag;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
-use std::path::Path;
 
 /// Lines shown when no limit is given.
 pub const DEFAULT_LIMIT: u64 = 2000;
@@ -60,23 +59,21 @@ impl TypedTool for ReadTool {
     }
 
     fn run(&self, ctx: &ToolContext, args: ReadArgs) -> ToolOutcome {
-        let real = match resolve(ctx, &args.path) {
-            Ok(p) => p,
-            Err(out) => return out,
-        };
-        read_file(&real, &args).unwrap_or_else(|out| out)
+        read_file(ctx, &args).unwrap_or_else(|out| out)
     }
 }
 
-fn read_file(real: &Path, args: &ReadArgs) -> Result<ToolOutcome, ToolOutcome> {
+fn read_file(ctx: &ToolContext, args: &ReadArgs) -> Result<ToolOutcome, ToolOutcome> {
     let path = args.path.as_str();
-    let meta = std::fs::metadata(real).map_err(|e| io_error("read", path, &e))?;
+    let target = resolve(ctx, path)?;
+    let (mut file, meta) = target
+        .open(ctx, path, OFlag::O_RDONLY)
+        .map_err(|e| e.outcome("read", path))?;
     if meta.is_dir() {
         return Err(ToolOutcome::error(format!(
             "{path} is a directory, not a file; use glob to list its files"
         )));
     }
-    let mut file = File::open(real).map_err(|e| io_error("read", path, &e))?;
     let mut head = Vec::with_capacity(BINARY_SNIFF);
     (&mut file)
         .take(BINARY_SNIFF as u64)
@@ -102,15 +99,18 @@ fn read_file(real: &Path, args: &ReadArgs) -> Result<ToolOutcome, ToolOutcome> {
     let limit = args.limit.unwrap_or(DEFAULT_LIMIT).max(1);
     let mut reader = BufReader::new(std::io::Cursor::new(head).chain(file));
     let mut out = String::new();
-    let mut line = Vec::new();
+    let mut lines = Lines::default();
     let mut number = 0u64;
     let mut shown = 0u64;
     loop {
-        line.clear();
-        let n = reader
-            .read_until(b'\n', &mut line)
-            .map_err(|e| io_error("read", path, &e))?;
-        if n == 0 {
+        // Lines before the offset are only counted, never kept.
+        let more = if number + 1 < offset {
+            lines.skip(&mut reader)
+        } else {
+            lines.next(&mut reader)
+        }
+        .map_err(|e| io_error("read", path, &e))?;
+        if !more {
             break;
         }
         number += 1;
@@ -123,12 +123,7 @@ fn read_file(real: &Path, args: &ReadArgs) -> Result<ToolOutcome, ToolOutcome> {
             ));
             return Ok(ToolOutcome::ok(out));
         }
-        let text = String::from_utf8_lossy(&line);
-        let text = text.trim_end_matches(['\n', '\r']);
-        out.push_str(&format!(
-            "{number:>6}\t{}\n",
-            cut_bytes(text, MAX_LINE_BYTES)
-        ));
+        out.push_str(&format!("{number:>6}\t{}\n", lines.shown()));
         shown += 1;
     }
     if shown == 0 {
@@ -137,4 +132,79 @@ fn read_file(real: &Path, args: &ReadArgs) -> Result<ToolOutcome, ToolOutcome> {
         )));
     }
     Ok(ToolOutcome::ok(out))
+}
+
+/// Bytes of a line kept to show it: the cut at [`MAX_LINE_BYTES`] falls on a
+/// character boundary at most 3 bytes back, and a character cut at the end
+/// of what is kept lies wholly past it.
+const KEEP: usize = MAX_LINE_BYTES + 4;
+/// A line is read in pieces of at most this many bytes.
+const PIECE: u64 = 64 * 1024;
+
+/// One line at a time with memory bounded by [`KEEP`] and [`PIECE`], however
+/// long the line: the rest of a long line is counted, not kept.
+#[derive(Default)]
+struct Lines {
+    /// The line's first bytes (at most `KEEP`).
+    kept: Vec<u8>,
+    /// Its length without the trailing `\r`/`\n` run.
+    len: u64,
+    piece: Vec<u8>,
+}
+
+impl Lines {
+    /// Reads the next line; false at the end of the file.
+    fn next(&mut self, reader: &mut impl BufRead) -> std::io::Result<bool> {
+        self.kept.clear();
+        self.read(reader, true)
+    }
+
+    /// Reads past the next line, keeping nothing of it.
+    fn skip(&mut self, reader: &mut impl BufRead) -> std::io::Result<bool> {
+        self.kept.clear();
+        self.read(reader, false)
+    }
+
+    fn read(&mut self, reader: &mut impl BufRead, keep: bool) -> std::io::Result<bool> {
+        let mut total = 0u64;
+        let mut trail = 0u64;
+        loop {
+            self.piece.clear();
+            let n = reader.take(PIECE).read_until(b'\n', &mut self.piece)?;
+            if n == 0 {
+                break;
+            }
+            total += n as u64;
+            let ends = self
+                .piece
+                .iter()
+                .rev()
+                .take_while(|b| matches!(b, b'\n' | b'\r'));
+            let ends = ends.count() as u64;
+            trail = if ends == n as u64 { trail + ends } else { ends };
+            if keep {
+                let room = KEEP.saturating_sub(self.kept.len()).min(n);
+                self.kept.extend_from_slice(&self.piece[..room]);
+            }
+            if self.piece.last() == Some(&b'\n') {
+                break;
+            }
+        }
+        self.len = total - trail;
+        Ok(total > 0)
+    }
+
+    /// The line as shown: lossy UTF-8, cut at [`MAX_LINE_BYTES`].
+    fn shown(&self) -> String {
+        let len = self.len as usize;
+        if len <= self.kept.len() {
+            return cut_bytes(&String::from_utf8_lossy(&self.kept[..len]), MAX_LINE_BYTES);
+        }
+        let text = String::from_utf8_lossy(&self.kept);
+        let mut end = MAX_LINE_BYTES;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        format!("{}... [{} more bytes]", &text[..end], self.len - end as u64)
+    }
 }

@@ -1,18 +1,24 @@
 //! What `grep` and `glob` share, on ripgrep's crates: the `ignore` walker
 //! (respects `.gitignore`, `.ignore` and git excludes, even outside a git
 //! repository; shows hidden files but never descends into `.git` or
-//! `.tinyagent`; does not follow symbolic links, so a search cannot leave the
-//! workspace), path globs on `globset`, and the search root. Both tools answer
-//! in sorted order, with bounded output that says when it was cut.
+//! `.tinyagent`, nor into the run's own files; does not follow symbolic
+//! links), path globs on `globset`, and the search root. Both tools answer in
+//! sorted order, with bounded output that says when it was cut.
+//!
+//! The walker goes by path, so a directory swapped for a link while it walks
+//! could lead it elsewhere. Nothing it yields is taken on trust: each file is
+//! opened again beneath the workspace ([`Root::open`], `O_NOFOLLOW`), and only
+//! a regular file found there, not one of the run's own, is listed or read.
 
-use super::paths;
+use super::files::{self, open_beneath};
+use super::paths::{self, Beneath};
+use super::protected::Protected;
 use super::{ToolContext, ToolOutcome};
 use globset::{GlobBuilder, GlobMatcher};
 use ignore::{DirEntry, WalkBuilder};
+use nix::fcntl::OFlag;
+use std::fs::{File, Metadata};
 use std::path::{Path, PathBuf};
-
-/// Files larger than this are not searched.
-const MAX_FILE_SIZE: u64 = 20 * 1024 * 1024;
 
 /// A glob over paths relative to the search root. A pattern without `/` also
 /// matches a file's bare name at any depth (like `rg -g`) when `basename` is set.
@@ -52,6 +58,8 @@ pub(super) struct Root {
     pub(super) ws: PathBuf,
     /// The path as the model gave it.
     pub(super) given: String,
+    beneath: Beneath,
+    protected: Protected,
 }
 
 /// Resolves the optional search root (the workspace by default).
@@ -62,31 +70,53 @@ pub(super) fn root(ctx: &ToolContext, path: Option<&str>) -> Result<Root, ToolOu
     if !real.exists() {
         return Err(ToolOutcome::error(format!("path not found: {given}")));
     }
-    let ws = ctx
-        .workspace
-        .canonicalize()
+    if ctx.protected.covers(&real) {
+        return Err(files::protected(given));
+    }
+    let beneath = Beneath::open(ctx.workspace)
         .map_err(|e| ToolOutcome::error(format!("cannot resolve the workspace: {e}")))?;
+    // A root that is a FIFO, a socket or a device is refused, not skipped.
+    if let Ok((_, meta)) = open_beneath(&beneath, &beneath.relative(&real), OFlag::O_PATH) {
+        files::regular(given, &meta)?;
+    }
     Ok(Root {
         real,
-        ws,
+        ws: beneath.canonical().to_path_buf(),
         given: given.to_string(),
+        beneath,
+        protected: ctx.protected.clone(),
     })
 }
 
-/// The files under `root` the ignore rules let through, in sorted order.
-pub(super) fn walk(root: &Path) -> impl Iterator<Item = DirEntry> {
-    WalkBuilder::new(root)
-        .hidden(false)
-        .require_git(false)
-        .follow_links(false)
-        .max_filesize(Some(MAX_FILE_SIZE))
-        .sort_by_file_name(|a, b| a.cmp(b))
-        .filter_entry(|e| {
-            !(e.depth() > 0 && (e.file_name() == ".git" || e.file_name() == ".tinyagent"))
-        })
-        .build()
-        .filter_map(Result::ok)
-        .filter(|e| e.file_type().is_some_and(|t| t.is_file()))
+impl Root {
+    /// The regular files under the root the ignore rules let through, in
+    /// sorted order (not yet checked: see [`Root::open`]).
+    pub(super) fn walk(&self) -> impl Iterator<Item = DirEntry> {
+        let protected = self.protected.clone();
+        WalkBuilder::new(&self.real)
+            .hidden(false)
+            .require_git(false)
+            .follow_links(false)
+            .sort_by_file_name(|a, b| a.cmp(b))
+            .filter_entry(move |e| {
+                !(e.depth() > 0 && (e.file_name() == ".git" || e.file_name() == ".tinyagent"))
+                    && !protected.covers(e.path())
+            })
+            .build()
+            .filter_map(Result::ok)
+            .filter(|e| e.file_type().is_some_and(|t| t.is_file()))
+    }
+
+    /// Opens a file the walk yielded, beneath the workspace and without
+    /// following a final link, with `flags` (`O_PATH` to look only): None
+    /// unless it is a regular file there that no protection covers.
+    pub(super) fn open(&self, entry: &DirEntry, flags: OFlag) -> Option<(File, Metadata)> {
+        let rel = self.beneath.relative(entry.path());
+        let (file, meta) = open_beneath(&self.beneath, &rel, flags | OFlag::O_NOFOLLOW).ok()?;
+        let shown = rel.display().to_string();
+        (meta.is_file() && files::check_opened(&self.protected, &shown, &file, &meta).is_ok())
+            .then_some((file, meta))
+    }
 }
 
 /// `entry`'s path relative to `root`; a root that is a file gives its name.

@@ -154,3 +154,99 @@ fn glob_is_bounded_and_confined() {
         "invalid glob",
     );
 }
+
+#[test]
+fn glob_lists_files_of_any_size() {
+    let fx = Fixture::new();
+    let f = std::fs::File::create(fx.ws.join("big.bin")).unwrap();
+    f.set_len(30 * 1024 * 1024).unwrap();
+    fx.write("small.txt", "s\n");
+    let out = fx.call("glob", r#"{"pattern":"*"}"#);
+    assert_ok(&out);
+    assert_eq!(out.content, "big.bin\nsmall.txt");
+}
+
+#[test]
+fn grep_never_reads_through_a_symlink_swapped_in() {
+    let fx = Fixture::new();
+    fx.write("inside.txt", "inside\n");
+    let outside = fx.outside().join("outside.txt");
+    std::fs::write(&outside, "OUTSIDE-SECRET\n").unwrap();
+    let mut escapes = 0;
+    let attempts = race_swaps(&fx.ws, &outside, 2000, |_| {
+        let out = fx.call("grep", r#"{"pattern":"SECRET"}"#);
+        if out.content.contains("OUTSIDE-SECRET") {
+            escapes += 1;
+        }
+    });
+    assert_eq!(
+        escapes, 0,
+        "{escapes} of {attempts} greps read the outside file"
+    );
+}
+
+#[test]
+fn glob_never_lists_through_a_directory_swapped_for_a_symlink() {
+    let fx = Fixture::new();
+    let out_dir = fx.outside().join("elsewhere");
+    std::fs::create_dir(&out_dir).unwrap();
+    std::fs::write(out_dir.join("outside-name.txt"), "x\n").unwrap();
+    fx.write("d/inside-name.txt", "x\n");
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let mut escapes = 0;
+    let mut attempts = 0;
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let (d, l, real) = (fx.ws.join("d"), fx.ws.join(".l"), fx.ws.join(".real"));
+            for _ in 0..2000 {
+                // d: from the real directory to a link to the outside one...
+                std::os::unix::fs::symlink(&out_dir, &l).unwrap();
+                std::fs::rename(&d, &real).unwrap();
+                std::fs::rename(&l, &d).unwrap();
+                // ...and back.
+                std::fs::rename(&d, &l).unwrap();
+                std::fs::remove_file(&l).unwrap();
+                std::fs::rename(&real, &d).unwrap();
+            }
+            done.store(true, std::sync::atomic::Ordering::SeqCst);
+        });
+        while !done.load(std::sync::atomic::Ordering::SeqCst) {
+            let out = fx.call("glob", r#"{"pattern":"**/*.txt"}"#);
+            let grep = fx.call("grep", r#"{"pattern":"x","glob":"*.txt"}"#);
+            if out.content.contains("outside-name") || grep.content.contains("outside-name") {
+                escapes += 1;
+            }
+            attempts += 1;
+        }
+    });
+    assert_eq!(
+        escapes, 0,
+        "{escapes} of {attempts} walks listed the outside directory"
+    );
+}
+
+#[test]
+fn grep_and_glob_skip_the_runs_own_files() {
+    let mut fx = Fixture::new();
+    fx.write("run.wal", "needle log\n");
+    fx.write("run.wal.snapshot", "needle snap\n");
+    fx.write("run.wal.d/p1.log", "needle out\n");
+    fx.write("tinyagent.toml", "# needle\n");
+    fx.write("src/a.txt", "needle\n");
+    let mut p = tinyagent::tools::protected::Protected::none();
+    p.add_log(&fx.ws.join("run.wal"));
+    p.add(&fx.ws.join("tinyagent.toml"));
+    fx.protected = p;
+    assert_eq!(
+        fx.call("grep", r#"{"pattern":"needle"}"#).content,
+        "src/a.txt:1:needle"
+    );
+    assert_eq!(
+        fx.call("glob", r#"{"pattern":"**/*"}"#).content,
+        "src/a.txt"
+    );
+    let out = fx.call("grep", r#"{"pattern":"needle","path":"run.wal"}"#);
+    assert_tool_error(&out, "is one of this run's own files");
+    let out = fx.call("glob", r#"{"pattern":"*","path":"run.wal.d"}"#);
+    assert_tool_error(&out, "is one of this run's own files");
+}

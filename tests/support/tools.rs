@@ -2,7 +2,9 @@
 //! whose output files live beside it, and a helper to make calls.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use tinyagent::event::ToolCall;
+use tinyagent::tools::protected::Protected;
 use tinyagent::tools::{
     ExecEnv, LocalEnv, ProcessTable, ToolContext, ToolOutcome, ToolSet, ToolSetOptions,
 };
@@ -12,6 +14,8 @@ pub struct Fixture {
     pub ws: PathBuf,
     pub table: ProcessTable,
     pub set: ToolSet,
+    /// The run's files the tools must leave alone (none by default).
+    pub protected: Protected,
 }
 
 impl Fixture {
@@ -32,6 +36,7 @@ impl Fixture {
             table,
             dir,
             set: ToolSet::new(opts),
+            protected: Protected::none(),
         }
     }
 
@@ -56,7 +61,7 @@ impl Fixture {
             processes: &self.table,
             plan: None,
             launch: &tinyagent::tools::group::Unrecorded,
-            protected: &tinyagent::tools::protected::Protected::none(),
+            protected: &self.protected,
         };
         let call = ToolCall {
             id: "c1".into(),
@@ -148,4 +153,37 @@ pub fn alive(pid: u32) -> bool {
             !matches!(state, Some('Z') | Some('X'))
         }
     }
+}
+
+/// Swaps `ws/x` `swaps` times between a hard link of `ws/inside.txt` (a
+/// regular file inside) and a symbolic link to `outside`, each swap one
+/// atomic rename, while `attempt` runs again and again on this thread.
+/// Returns how many attempts ran.
+pub fn race_swaps(
+    ws: &Path,
+    outside: &Path,
+    swaps: usize,
+    mut attempt: impl FnMut(usize),
+) -> usize {
+    let done = AtomicBool::new(false);
+    let mut attempts = 0;
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let (f, l, x) = (ws.join(".f"), ws.join(".l"), ws.join("x"));
+            for _ in 0..swaps {
+                let _ = std::fs::remove_file(&f);
+                std::fs::hard_link(ws.join("inside.txt"), &f).unwrap();
+                std::fs::rename(&f, &x).unwrap();
+                let _ = std::fs::remove_file(&l);
+                std::os::unix::fs::symlink(outside, &l).unwrap();
+                std::fs::rename(&l, &x).unwrap();
+            }
+            done.store(true, Ordering::SeqCst);
+        });
+        while !done.load(Ordering::SeqCst) {
+            attempt(attempts);
+            attempts += 1;
+        }
+    });
+    attempts
 }
