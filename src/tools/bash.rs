@@ -187,22 +187,23 @@ pub fn run_foreground(
     cap: usize,
 ) -> io::Result<CommandOutput> {
     let (mut reader, writer) = io::pipe()?;
-    let mut cmd = env.command(&group::held_script(script), workspace);
-    cmd.stdout(writer.try_clone()?).stderr(writer);
+    let mut cmd = env.command(script, workspace);
+    cmd.stdin(std::process::Stdio::null())
+        .stdout(writer.try_clone()?)
+        .stderr(writer);
     let mut held = group::spawn_held(cmd)?;
     let pgid = held.group.pid;
     if let Err(e) = launch.record(&held.group) {
-        // Never released: the command reads end-of-file and exits unrun.
-        drop(held.release_pipe());
-        super::host::kill_group(pgid);
-        let _ = held.child.wait();
+        // Never released: the command never execs.
+        held.abandon();
+        let _ = held.status.recv();
         return Err(io::Error::other(format!(
             "could not record the command's process group, so it was not run: {e}"
         )));
     }
     held.release()?;
     let started = Instant::now();
-    let mut child = held.child;
+    let status_rx = held.status;
 
     let buffer = Arc::new(Mutex::new(HeadTail::new(cap)));
     let (done_tx, done_rx) = mpsc::channel::<()>();
@@ -221,11 +222,6 @@ pub fn run_foreground(
             }
         }
         let _ = done_tx.send(());
-    });
-
-    let (status_tx, status_rx) = mpsc::channel();
-    thread::spawn(move || {
-        let _ = status_tx.send(child.wait());
     });
 
     let mut timed_out = false;

@@ -1,25 +1,29 @@
-//! The process group of a foreground command: started held, recorded, then
-//! released; stopped by a signal with a grace period; found again after a
-//! hard kill of the agent.
+//! The process group of a foreground command: held before it execs,
+//! recorded, then released; stopped by a signal with a grace period; found
+//! again after a hard kill of the agent.
 //!
-//! A foreground command is started as `bash -c` of a two-line preamble and
-//! the script: the preamble reads one line from stdin before anything of the
-//! script runs. The agent first makes the group's identity (leader pid =
-//! group id, and the leader's start time) durable through [`Launch`], then
-//! writes that line. If the agent dies before, the read sees end-of-file and
-//! the command exits without running. The leader also gets SIGKILL as its
-//! parent-death signal, so while the agent lives its foreground tools die
-//! with it (the sandbox adds bubblewrap's `--die-with-parent` and its pid
-//! namespace, which take the whole tree).
+//! A foreground command's process is forked in a new process group and
+//! stops before `exec`: between fork and exec it sets SIGKILL as its
+//! parent-death signal, writes its pid on one pipe and waits for one byte on
+//! another. The agent makes the group's identity (leader pid = group id, and
+//! the leader's start time) durable through [`Launch`], then sends the byte;
+//! only then does the command exec. If the agent dies before, the wait sees
+//! end-of-file (and the parent-death signal kills it anyway): nothing of the
+//! command ever ran. While the agent lives its foreground tools die with it
+//! (the sandbox adds bubblewrap's `--die-with-parent` and its pid namespace,
+//! which take the whole tree).
+//!
+//! `Command::spawn` returns only once the child has exec'd, so the spawn
+//! runs on a thread of its own, which then waits for the child: the thread
+//! that forks a child must outlive it, or the parent-death signal fires.
 
 use super::host::{self, ProcStat, proc_stat};
 use nix::sys::signal::Signal;
 use std::io::{self, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::os::fd::{AsRawFd, RawFd};
+use std::process::{Command, ExitStatus};
+use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
-
-/// Exit code of a held command released by end-of-file (the agent died).
-pub const NOT_RELEASED_EXIT: i32 = 97;
 
 /// What is recorded of a foreground command's group before it may act.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,68 +49,133 @@ impl Launch for Unrecorded {
     }
 }
 
-/// The script with the preamble that holds it until it is released.
-pub fn held_script(script: &str) -> String {
-    format!("read -r _ || exit {NOT_RELEASED_EXIT}\nexec </dev/null\n{script}")
-}
-
-/// A spawned command waiting for [`Held::release`].
+/// A forked command waiting before its exec for [`Held::release`].
 pub struct Held {
-    pub child: Child,
-    go: Option<ChildStdin>,
     pub group: ProcessGroup,
+    go: Option<io::PipeWriter>,
+    /// The command's exit (from the thread that spawned it and waits for
+    /// it), or why it could not be started.
+    pub status: Receiver<io::Result<ExitStatus>>,
 }
 
 impl Held {
-    /// Takes the release pipe without releasing: dropping it makes the
-    /// command exit unrun.
-    pub fn release_pipe(&mut self) -> Option<ChildStdin> {
-        self.go.take()
-    }
-
-    /// Lets the command run.
+    /// Lets the command exec.
+    ///
+    /// # Errors
+    /// The write to the release pipe (the command is gone).
     pub fn release(&mut self) -> io::Result<()> {
         let mut go = self
             .go
             .take()
             .ok_or_else(|| io::Error::other("released twice"))?;
-        go.write_all(b"go\n")
+        go.write_all(b"g")
+    }
+
+    /// Never lets it exec: the command exits without having run anything.
+    pub fn abandon(&mut self) {
+        drop(self.go.take());
     }
 }
 
-/// Spawns `cmd` (built from [`held_script`]) in a new process group with the
-/// parent-death signal set, its stdin the release pipe.
+/// Forks `cmd` in a new process group, held before its exec (see the module
+/// docs), and gives its group once the fork is done.
+///
+/// # Errors
+/// The pipes cannot be made, or the command could not be forked.
 pub fn spawn_held(mut cmd: Command) -> io::Result<Held> {
-    cmd.stdin(Stdio::piped());
+    let (mut pid_r, pid_w) = io::pipe()?;
+    let (go_r, go_w) = io::pipe()?;
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-    die_with_agent(&mut cmd);
-    let mut child = cmd.spawn()?;
-    let go = child.stdin.take();
-    let pid = child.id();
+    hold_before_exec(
+        &mut cmd,
+        [pid_w.as_raw_fd(), go_r.as_raw_fd()],
+        [pid_r.as_raw_fd(), go_w.as_raw_fd()],
+    );
+    let (status_tx, status) = channel();
+    std::thread::Builder::new()
+        .name("tinyagent-command".into())
+        .spawn(move || {
+            let spawned = cmd.spawn();
+            // The child has exec'd (or failed): our copies of its ends go,
+            // and so does `cmd` with its copies of the output pipe.
+            drop((pid_w, go_r, cmd));
+            let _ = status_tx.send(spawned.and_then(|mut child| child.wait()));
+        })?;
+    let mut pid = [0u8; 4];
+    if let Err(e) = io::Read::read_exact(&mut pid_r, &mut pid) {
+        // No pid: the fork or the hold failed; the thread says why.
+        return Err(match status.recv() {
+            Ok(Err(spawn)) => spawn,
+            _ => e,
+        });
+    }
+    let pid = u32::from_ne_bytes(pid);
     Ok(Held {
-        child,
-        go,
         group: ProcessGroup {
             pid,
             start_time: host::proc_start_time(pid),
         },
+        go: Some(go_w),
+        status,
     })
 }
 
-/// Asks the kernel to SIGKILL the child when the thread that spawned it
-/// exits (the agent's tool thread waits for the command, so this is when
-/// the agent dies). If the agent is already gone, the child exits at once.
+/// Between fork and exec: the parent-death signal, the pid sent on
+/// `child[0]`, the wait for the release byte on `child[1]`; `parent` are the
+/// agent's ends, closed in the child so the agent's death shows as
+/// end-of-file. Only async-signal-safe calls and no allocation: a forked
+/// child of a threaded process may take no lock.
 #[allow(unsafe_code)]
-pub fn die_with_agent(cmd: &mut Command) {
-    let parent = nix::unistd::getpid();
+fn hold_before_exec(cmd: &mut Command, child: [RawFd; 2], parent: [RawFd; 2]) {
+    use nix::errno::Errno;
+    let agent = nix::unistd::getpid();
+    let os = |e: Errno| io::Error::from_raw_os_error(e as i32);
     // SAFETY: the closure runs in the forked child before exec and calls
-    // only async-signal-safe functions (prctl, getppid); it allocates
-    // nothing and touches no lock.
+    // only async-signal-safe functions (prctl, getppid, getpid, close,
+    // write, read) on descriptors made for it; it allocates nothing (errors
+    // are raw OS errors) and touches no lock.
     unsafe {
         std::os::unix::process::CommandExt::pre_exec(cmd, move || {
-            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(io::Error::from)?;
-            if nix::unistd::getppid() != parent {
-                return Err(io::Error::other("the agent is gone"));
+            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(os)?;
+            if nix::unistd::getppid() != agent {
+                return Err(os(Errno::ESRCH));
+            }
+            nix::libc::close(parent[0]);
+            nix::libc::close(parent[1]);
+            let pid = nix::unistd::getpid().as_raw().to_ne_bytes();
+            if nix::libc::write(child[0], pid.as_ptr().cast(), pid.len()) != 4 {
+                return Err(os(Errno::last()));
+            }
+            let mut byte = 0u8;
+            loop {
+                match nix::libc::read(child[1], (&raw mut byte).cast(), 1) {
+                    1 => return Ok(()),
+                    // End of file: abandoned, or the agent died.
+                    0 => return Err(os(Errno::ECANCELED)),
+                    _ if Errno::last() == Errno::EINTR => {}
+                    _ => return Err(os(Errno::last())),
+                }
+            }
+        });
+    }
+}
+
+/// Asks the kernel to SIGKILL the child when the thread that spawned it
+/// exits (the spawning thread waits for the child, so this is when the
+/// agent dies). If the agent is already gone, the child exits at once.
+#[allow(unsafe_code)]
+pub fn die_with_agent(cmd: &mut Command) {
+    use nix::errno::Errno;
+    let agent = nix::unistd::getpid();
+    // SAFETY: the closure runs in the forked child before exec and calls
+    // only async-signal-safe functions (prctl, getppid); it allocates
+    // nothing (errors are raw OS errors) and touches no lock.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(cmd, move || {
+            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
+                .map_err(|e| io::Error::from_raw_os_error(e as i32))?;
+            if nix::unistd::getppid() != agent {
+                return Err(io::Error::from_raw_os_error(Errno::ESRCH as i32));
             }
             Ok(())
         });
@@ -175,40 +244,40 @@ pub fn kill_survivors(g: &ProcessGroup) -> Vec<ProcStat> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_held_command_does_not_run_until_released() {
-        let dir = tempfile::tempdir().unwrap();
-        let marker = dir.path().join("ran");
-        let script = held_script(&format!("touch '{}'", marker.display()));
+    fn bash(script: &str) -> Command {
         let mut cmd = Command::new("bash");
         cmd.arg("-c").arg(script);
-        let mut held = spawn_held(cmd).unwrap();
+        cmd
+    }
+
+    #[test]
+    fn a_held_command_does_not_exec_until_released() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("ran");
+        let mut held = spawn_held(bash(&format!("touch '{}'", marker.display()))).unwrap();
         std::thread::sleep(Duration::from_millis(200));
         assert!(!marker.exists(), "ran before it was released");
+        // Not exec'd yet: the process is still a copy of this test binary.
+        let exe = std::fs::read_link(format!("/proc/{}/exe", held.group.pid)).unwrap();
+        assert_eq!(exe, std::env::current_exe().unwrap());
         held.release().unwrap();
-        assert!(held.child.wait().unwrap().success());
+        assert!(held.status.recv().unwrap().unwrap().success());
         assert!(marker.exists());
     }
 
     #[test]
-    fn a_held_command_whose_release_pipe_closes_never_runs() {
+    fn an_abandoned_command_never_runs() {
         let dir = tempfile::tempdir().unwrap();
         let marker = dir.path().join("ran");
-        let script = held_script(&format!("touch '{}'", marker.display()));
-        let mut cmd = Command::new("bash");
-        cmd.arg("-c").arg(script);
-        let mut held = spawn_held(cmd).unwrap();
-        drop(held.release_pipe());
-        let status = held.child.wait().unwrap();
-        assert_eq!(status.code(), Some(NOT_RELEASED_EXIT));
+        let mut held = spawn_held(bash(&format!("touch '{}'", marker.display()))).unwrap();
+        held.abandon();
+        assert!(held.status.recv().unwrap().is_err(), "it was never started");
         assert!(!marker.exists());
     }
 
     #[test]
     fn survivors_are_found_by_group_and_start_time() {
-        let mut cmd = Command::new("bash");
-        cmd.arg("-c").arg(held_script("sleep 30 & sleep 30"));
-        let mut held = spawn_held(cmd).unwrap();
+        let mut held = spawn_held(bash("sleep 30 & sleep 30")).unwrap();
         held.release().unwrap();
         std::thread::sleep(Duration::from_millis(300));
         let g = held.group;
@@ -220,7 +289,7 @@ mod tests {
         };
         assert!(survivors(&other).is_empty());
         assert!(kill_survivors(&g).len() >= 2);
-        let _ = held.child.wait();
+        let _ = held.status.recv();
         std::thread::sleep(Duration::from_millis(100));
         assert!(survivors(&g).is_empty());
     }
