@@ -272,7 +272,14 @@ impl Agent {
                 }
             };
             let mut message = reply.message;
-            normalise_call_ids(&mut message.tool_calls, step);
+            normalise_call_ids(
+                &mut message.tool_calls,
+                step,
+                self.state()
+                    .view
+                    .iter()
+                    .flat_map(|m| m.tool_calls.iter().map(|c| c.id.as_str())),
+            );
             let cost = cost_of(
                 &reply.usage,
                 self.config.model.price_in,
@@ -418,13 +425,23 @@ impl Agent {
     }
 }
 
-/// Gives every call a unique, non-empty id (some servers send none or repeat
-/// them); the log and the model both need ids that name one call.
-fn normalise_call_ids(calls: &mut [ToolCall], step: u64) {
-    let mut seen = std::collections::HashSet::new();
+/// Gives every call a unique, non-empty id (some servers send none, or
+/// repeat them within a response or across steps); the log and the model
+/// both need ids that name one call. `earlier` are the ids the model's view
+/// already holds.
+fn normalise_call_ids<'a>(
+    calls: &mut [ToolCall],
+    step: u64,
+    earlier: impl Iterator<Item = &'a str>,
+) {
+    let mut seen: std::collections::HashSet<String> = earlier.map(str::to_string).collect();
     for (i, c) in calls.iter_mut().enumerate() {
         if c.id.is_empty() || !seen.insert(c.id.clone()) {
-            c.id = ToolCall::fallback_id(step, i);
+            let mut id = ToolCall::fallback_id(step, i);
+            while seen.contains(&id) {
+                id.push('_');
+            }
+            c.id = id;
             seen.insert(c.id.clone());
         }
     }

@@ -585,3 +585,37 @@ fn a_log_from_the_previous_binary_resumes() {
     assert_eq!(recs.last().unwrap().data["status"], "completed");
     server.assert_no_violations();
 }
+
+/// A server that reuses call ids across steps: the `[Resumed]` notice names
+/// the interrupted call of the step that was running, not an older one
+/// with the same id.
+#[test]
+fn the_notice_names_the_running_call_when_ids_repeat_across_steps() {
+    let sb = Sandbox::new();
+    let server = MockServer::start(vec![
+        MockReply::tool_call("bash", json!({"command": "echo first-step"})).with_ids(&["c1"]),
+        MockReply::tool_call("bash", json!({"command": "echo second-step; sleep 30"}))
+            .with_ids(&["c1"]),
+        MockReply::text("done"),
+    ]);
+    // Killed while the second step's call runs.
+    let mut child = sb.run_cmd(&server.base_url(), "same ids").spawn().unwrap();
+    wait_until("the second call", || {
+        std::fs::read_to_string(sb.wal())
+            .is_ok_and(|t| t.matches("\"type\":\"tool.started\"").count() == 2)
+    });
+    child.kill().unwrap();
+    child.wait().unwrap();
+    resume_ok(&sb);
+    let reqs = server.requests();
+    let notice = reqs.last().unwrap()["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["content"].as_str())
+        .find(|c| c.starts_with("[Resumed]"))
+        .unwrap()
+        .to_string();
+    assert!(notice.contains("second-step"), "{notice}");
+    assert!(!notice.contains("first-step"), "{notice}");
+}
