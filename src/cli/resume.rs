@@ -236,6 +236,27 @@ pub(super) fn recorded_key_env(args: &ResumeArgs) -> Option<String> {
     locate(args).ok()?.1.settings.api_key_env
 }
 
+/// Opens the log under its lock. A run killed a moment ago may still be
+/// letting go of it (a command it forked and held before exec shares the
+/// lock until the kernel has killed it too), so a lock is waited for up to a
+/// second before the log counts as in use by another process.
+fn open_when_free(
+    wal: &Path,
+    options: StoreOptions,
+) -> Result<(Store, OpenReport), crate::store::StoreError> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    loop {
+        match Store::open(wal, options.clone()) {
+            Err(crate::store::StoreError::Locked { .. })
+                if std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(25));
+            }
+            other => return other,
+        }
+    }
+}
+
 /// The flags that need no log to check.
 fn check_flags(args: &ResumeArgs) -> Result<(), CliError> {
     if args.max_cost.is_some_and(|c| !c.is_finite() || c < 0.0) {
@@ -447,7 +468,7 @@ pub async fn resume(args: &ResumeArgs) -> Result<i32, CliError> {
         }
     };
     let stopped_at = mtime(&wal);
-    let (store, report) = Store::open(&wal, options)?;
+    let (store, report) = open_when_free(&wal, options)?;
     let stopped = crate::agent::resume::stop_leftovers(store.state());
     let run = store.state().run.clone().ok_or_else(|| {
         CliError::refused(format!(
