@@ -187,7 +187,7 @@ fn each_signal_during_a_long_foreground_call_stops_its_whole_group() {
 
 #[test]
 fn a_signal_during_a_model_request_abandons_it() {
-    for &(sig, name, code) in &SIGNALS[..2] {
+    for &(sig, name, code) in &SIGNALS {
         let sb = Sandbox::new();
         let server = MockServer::start(vec![
             MockReply::text("too late").delayed(Duration::from_secs(20)),
@@ -216,6 +216,16 @@ fn a_signal_during_a_model_request_abandons_it() {
 
 #[test]
 fn a_signal_during_a_pre_hook_stops_it_and_the_call_never_runs() {
+    let runs: Vec<_> = SIGNALS
+        .iter()
+        .map(|&(sig, name, code)| std::thread::spawn(move || during_a_pre_hook(sig, name, code)))
+        .collect();
+    for r in runs {
+        r.join().expect("a signal case failed");
+    }
+}
+
+fn during_a_pre_hook(sig: Signal, name: &str, code: i32) {
     let sb = Sandbox::new();
     let hook = sb.path("slow-hook.sh");
     std::fs::write(
@@ -232,18 +242,19 @@ fn a_signal_during_a_pre_hook_stops_it_and_the_call_never_runs() {
     wait_until("the hook to run", || {
         log_has(&sb, "model.response")
             && std::process::Command::new("pgrep")
-                .args(["-f", "slow-hook.sh"])
+                .arg("-f")
+                .arg(hook.display().to_string())
                 .output()
                 .is_ok_and(|o| !o.stdout.is_empty())
     });
     std::thread::sleep(Duration::from_millis(200));
-    send(&child, Signal::SIGTERM);
+    send(&child, sig);
     let out = finish(child);
-    assert_interrupted(&sb, &out, "SIGTERM", 143);
+    assert_interrupted(&sb, &out, name, code);
     let recs = records(&sb);
     let r = result_of(&recs, "c1");
     assert_eq!(r["interrupted"], true);
-    assert_eq!(r["signal"], "SIGTERM");
+    assert_eq!(r["signal"], name);
     assert!(
         !recs.iter().any(|r| r.kind == "tool.started"),
         "the call never started"
@@ -259,6 +270,18 @@ fn a_signal_during_a_pre_hook_stops_it_and_the_call_never_runs() {
 
 #[test]
 fn a_signal_with_a_background_process_running_stops_and_records_it() {
+    let runs: Vec<_> = SIGNALS
+        .iter()
+        .map(|&(sig, name, code)| {
+            std::thread::spawn(move || with_a_background_process(sig, name, code))
+        })
+        .collect();
+    for r in runs {
+        r.join().expect("a signal case failed");
+    }
+}
+
+fn with_a_background_process(sig: Signal, name: &str, code: i32) {
     let sb = Sandbox::new();
     let server = MockServer::start(vec![
         MockReply::tool_calls(vec![
@@ -275,9 +298,9 @@ fn a_signal_with_a_background_process_running_stops_and_records_it() {
     wait_until("the foreground call", || {
         log_has(&sb, "\"call_id\":\"fg\",\"name\":\"bash\",\"process\"")
     });
-    send(&child, Signal::SIGHUP);
+    send(&child, sig);
     let out = finish(child);
-    assert_interrupted(&sb, &out, "SIGHUP", 129);
+    assert_interrupted(&sb, &out, name, code);
     let recs = records(&sb);
     let started = recs
         .iter()
