@@ -116,6 +116,148 @@ impl Agent {
         Ok(())
     }
 
+    /// Several read-only calls of one response (read, grep, glob), run at
+    /// once on up to as many threads as there are cores. Their pre hooks run
+    /// first, in call order; their `tool.started` records are synced together
+    /// (one sync point); their results and post hooks follow in call order.
+    pub(super) fn run_read_only(
+        &mut self,
+        step: u64,
+        calls: &[ToolCall],
+    ) -> Result<(), AgentError> {
+        if self.config.hooks.pre_tool.is_some() {
+            self.flush()?;
+        }
+        let mut hooks: Vec<Vec<crate::event::HookRun>> = vec![Vec::new(); calls.len()];
+        let mut blocked: Vec<Option<String>> = vec![None; calls.len()];
+        for (i, call) in calls.iter().enumerate() {
+            if let Some(pre) = self.pre_hook(step, call) {
+                hooks[i].push(pre.run);
+                blocked[i] = pre.blocked;
+            }
+        }
+        let stopping = crate::signals::received();
+        let runs: Vec<bool> = blocked
+            .iter()
+            .map(|b| b.is_none() && stopping.is_none())
+            .collect();
+        for (call, _) in calls.iter().zip(&runs).filter(|(_, r)| **r) {
+            self.stage(Event::ToolStarted(ToolStarted::new(step, call)))?;
+        }
+        self.flush()?;
+        let started = std::time::Instant::now();
+        let mut outcomes = self.execute_read_only(step, calls, &runs);
+        self.timing.tools += started.elapsed();
+        for (i, call) in calls.iter().enumerate() {
+            let mut call_hooks = std::mem::take(&mut hooks[i]);
+            if let Some(reason) = blocked[i].take() {
+                self.stage(Event::HookBlocked(HookBlocked {
+                    step,
+                    call_id: call.id.clone(),
+                    hook: "pre_tool".into(),
+                    reason: reason.clone(),
+                }))?;
+                self.stage(Event::ToolResult(ToolResult::blocked(
+                    step, call, &reason, call_hooks,
+                )))?;
+                self.checkpoint_event(step);
+                continue;
+            }
+            let Some(mut outcome) = outcomes[i].take() else {
+                // A signal came while the pre hooks ran: never started.
+                let mut result = ToolResult::not_run(step, &call.id, &call.name);
+                result.signal = stopping.map(|s| crate::signals::name(s).to_string());
+                result.hooks = call_hooks;
+                self.stage(Event::ToolResult(result))?;
+                self.checkpoint_event(step);
+                continue;
+            };
+            if self.config.hooks.post_tool.is_some() {
+                self.flush()?;
+            }
+            let post = match crate::signals::received() {
+                Some(_) => None,
+                None => self.post_hook(step, call, &outcome),
+            };
+            if let Some((run, feedback)) = post {
+                call_hooks.push(run);
+                if let Some(feedback) = feedback {
+                    outcome.content.push_str("\n\n[post_tool hook]\n");
+                    outcome.content.push_str(&feedback);
+                }
+            }
+            self.stage(Event::ToolResult(ToolResult::completed(
+                step,
+                call,
+                outcome.content,
+                outcome.is_error,
+                outcome.format_error,
+                call_hooks,
+            )))?;
+            self.checkpoint_event(step);
+        }
+        Ok(())
+    }
+
+    /// Runs the read-only calls marked in `runs` at once; their outcomes in
+    /// call order (`None` for those not run).
+    fn execute_read_only(
+        &self,
+        step: u64,
+        calls: &[ToolCall],
+        runs: &[bool],
+    ) -> Vec<Option<ToolOutcome>> {
+        let plan = self.store.state().plan.clone();
+        let (tools, workspace, env, processes, protected) = (
+            &self.tools,
+            self.config.workspace.as_path(),
+            self.env.as_ref(),
+            &self.processes,
+            &self.protected,
+        );
+        let todo: Vec<usize> = (0..calls.len()).filter(|&i| runs[i]).collect();
+        let workers = std::thread::available_parallelism()
+            .map_or(2, std::num::NonZeroUsize::get)
+            .min(todo.len())
+            .max(1);
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let results: Vec<std::sync::Mutex<Option<ToolOutcome>>> =
+            calls.iter().map(|_| std::sync::Mutex::new(None)).collect();
+        tokio::task::block_in_place(|| {
+            std::thread::scope(|scope| {
+                for _ in 0..workers {
+                    scope.spawn(|| {
+                        // Read-only tools start no command: nothing to record.
+                        let ctx = ToolContext {
+                            workspace,
+                            step,
+                            env,
+                            processes,
+                            plan: plan.as_ref(),
+                            launch: &crate::tools::group::Unrecorded,
+                            protected,
+                        };
+                        loop {
+                            let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            let Some(&i) = todo.get(k) else { break };
+                            let outcome = tools.call(&ctx, &calls[i]);
+                            *results[i]
+                                .lock()
+                                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(outcome);
+                        }
+                    });
+                }
+            });
+        });
+        results
+            .into_iter()
+            .map(|m| {
+                m.into_inner()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+            })
+            .collect()
+    }
+
     /// `checkpoint.saved`: printed once the call's result is durable.
     fn checkpoint_event(&mut self, step: u64) {
         let pending: Vec<String> = self.state().pending.iter().map(|p| p.id.clone()).collect();

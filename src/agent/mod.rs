@@ -294,15 +294,30 @@ impl Agent {
                 usage: reply.usage,
                 cost_usd: cost,
             }))?;
-            for call in &calls {
+            let mut next = 0;
+            while next < calls.len() {
+                let call = &calls[next];
                 if let Some(sig) = crate::signals::received() {
                     // Stopped before this call started: it never runs.
                     let mut result = ToolResult::not_run(step, &call.id, &call.name);
                     result.signal = Some(crate::signals::name(sig).to_string());
                     self.stage(Event::ToolResult(result))?;
+                    next += 1;
                     continue;
                 }
-                self.run_call(step, call, false)?;
+                // Consecutive read-only calls run at once; anything else
+                // one after another, in call order.
+                let run = calls[next..]
+                    .iter()
+                    .take_while(|c| self.tools.is_rerunnable(&c.name))
+                    .count();
+                if run >= 2 {
+                    self.run_read_only(step, &calls[next..next + run])?;
+                    next += run;
+                } else {
+                    self.run_call(step, call, false)?;
+                    next += 1;
+                }
             }
             self.save_step(step)?;
             if let Some(sig) = crate::signals::received() {

@@ -376,3 +376,77 @@ fn a_path_escaping_the_workspace_is_refused() {
             .contains("escapes the workspace")
     );
 }
+
+/// The read-only calls of one response run at once (contract section 9):
+/// their `tool.started` records come together, then their results in call
+/// order; a call between them that changes things splits the batch, and a
+/// pre hook that blocks one of them leaves the others running.
+#[test]
+fn read_only_calls_of_one_response_run_at_once_and_answer_in_order() {
+    let sb = Sandbox::new();
+    std::fs::write(sb.ws().join("a.txt"), "alpha\n").unwrap();
+    std::fs::write(sb.ws().join("b.txt"), "beta\n").unwrap();
+    let hook = sb.path("pre.sh");
+    std::fs::write(
+        &hook,
+        "input=$(cat)\ncase \"$input\" in *secret*) echo 'no secrets' >&2; exit 2;; esac\nexit 0\n",
+    )
+    .unwrap();
+    let server = MockServer::start(vec![
+        MockReply::tool_calls(vec![
+            ("read", json!({"path": "a.txt"})),
+            ("grep", json!({"pattern": "beta"})),
+            ("read", json!({"path": "secret.txt"})),
+            ("glob", json!({"pattern": "*.txt"})),
+            ("bash", json!({"command": "echo changed > c.txt"})),
+            ("read", json!({"path": "c.txt"})),
+        ])
+        .with_ids(&["r1", "g1", "r2", "l1", "b1", "r3"]),
+        MockReply::text("done"),
+    ]);
+    let toml = format!("[hooks]\npre_tool = \"sh '{}'\"\n", hook.display());
+    let out = output(sb.run_cmd_cfg(&server.base_url(), "read at once", &toml));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let recs = contract::read(&sb.wal());
+    contract::check_write_order(&recs);
+    let order: Vec<String> = recs
+        .iter()
+        .filter(|r| {
+            matches!(
+                r.kind.as_str(),
+                "tool.started" | "tool.result" | "hook.blocked"
+            )
+        })
+        .map(|r| format!("{} {}", r.kind, r.data["call_id"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        order,
+        [
+            "tool.started r1",
+            "tool.started g1",
+            "tool.started l1",
+            "tool.result r1",
+            "tool.result g1",
+            "hook.blocked r2",
+            "tool.result r2",
+            "tool.result l1",
+            "tool.started b1",
+            "tool.result b1",
+            "tool.started r3",
+            "tool.result r3",
+        ],
+        "{order:#?}"
+    );
+    let sent = server.recorded();
+    let last = sent.last().unwrap().tool_results();
+    let content = |id: &str| last.iter().find(|(i, _)| i == id).unwrap().1.clone();
+    assert!(content("r1").contains("alpha"));
+    assert!(content("g1").contains("b.txt"));
+    assert!(content("r2").contains("no secrets"));
+    assert!(content("l1").contains("a.txt"));
+    assert!(
+        content("r3").contains("changed"),
+        "the read after bash sees its change"
+    );
+    server.assert_no_violations();
+}

@@ -198,7 +198,7 @@ pub fn read_bytes(bytes: &[u8]) -> Vec<Rec> {
 pub fn check_write_order(recs: &[Rec]) {
     assert_eq!(recs.first().map(|r| r.kind.as_str()), Some("run.started"));
     let mut pending: Vec<String> = Vec::new();
-    let mut started: Option<String> = None;
+    let mut started: Vec<(String, String)> = Vec::new();
     let (mut tin, mut tout, mut cost) = (0u64, 0u64, 0f64);
     let mut answered = std::collections::HashSet::new();
     for r in recs {
@@ -235,18 +235,34 @@ pub fn check_write_order(recs: &[Rec]) {
             }
             "tool.started" => {
                 let id = r.data["call_id"].as_str().unwrap().to_string();
-                assert_eq!(
-                    pending.first(),
-                    Some(&id),
+                let name = r.data["name"].as_str().unwrap_or("").to_string();
+                // A pending call after every call already started, in call
+                // order (a hook-blocked call in between never starts).
+                let at = pending.iter().position(|p| *p == id);
+                let last_started = started
+                    .iter()
+                    .filter_map(|(s, _)| pending.iter().position(|p| p == s))
+                    .max();
+                assert!(
+                    at.is_some() && (last_started.is_none() || at > last_started),
                     "seq {}: tool.started out of order",
                     r.seq
                 );
+                // Only read-only calls of one response run at once (section 9);
+                // any other call starts when every earlier one is answered.
+                let read_only = |n: &str| matches!(n, "read" | "grep" | "glob");
                 assert!(
-                    started.is_none(),
+                    read_only(&name) || pending.first() == Some(&id),
+                    "seq {}: {name} started before the calls before it were answered",
+                    r.seq
+                );
+                assert!(
+                    started.iter().all(|(_, n)| read_only(n))
+                        && (started.is_empty() || read_only(&name)),
                     "seq {}: two calls started at once",
                     r.seq
                 );
-                started = Some(id);
+                started.push((id, name));
             }
             "tool.result" => {
                 let id = r.data["call_id"].as_str().unwrap().to_string();
@@ -257,7 +273,7 @@ pub fn check_write_order(recs: &[Rec]) {
                     r.seq
                 );
                 let synthesized = r.data["interrupted"].as_bool().unwrap();
-                if started.as_ref() != Some(&id) && !synthesized {
+                if !started.iter().any(|(s, _)| *s == id) && !synthesized {
                     // Only a hook-blocked call has a real result without tool.started.
                     assert!(
                         recs.iter()
@@ -273,7 +289,7 @@ pub fn check_write_order(recs: &[Rec]) {
                     r.seq
                 );
                 pending.remove(0);
-                started = None;
+                started.retain(|(s, _)| *s != id);
             }
             "step.saved" => {
                 assert!(
