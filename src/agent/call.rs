@@ -5,12 +5,14 @@
 
 use super::{Agent, AgentError};
 use crate::event::{
-    CallProcess, Event, HookBlocked, PlanItem, PlanUpdated, ToolCall, ToolResult, ToolStarted,
+    CallProcess, Event, HookBlocked, HookRun, PlanItem, PlanUpdated, ToolCall, ToolResult,
+    ToolStarted,
 };
 use crate::session::plan;
 use crate::store::Store;
 use crate::tools::group::{Launch, ProcessGroup};
 use crate::tools::{ToolContext, ToolOutcome};
+use nix::sys::signal::Signal;
 use serde_json::json;
 use std::cell::RefCell;
 
@@ -25,35 +27,10 @@ impl Agent {
         rerun: bool,
     ) -> Result<(), AgentError> {
         let mut hooks = Vec::new();
-        // A hook is a command of the person's: what it is shown is durable
-        // before it runs.
-        if self.config.hooks.pre_tool.is_some() {
-            self.flush()?;
-        }
-        if let Some(pre) = self.pre_hook(step, call) {
-            hooks.push(pre.run);
-            if let Some(sig) = crate::signals::received() {
-                // Stopped while the pre hook ran: the call never starts.
-                let mut result = ToolResult::not_run(step, &call.id, &call.name);
-                result.signal = Some(crate::signals::name(sig).to_string());
-                result.hooks = hooks;
-                self.stage(Event::ToolResult(result))?;
-                self.checkpoint_event(step);
-                return Ok(());
-            }
-            if let Some(reason) = pre.blocked {
-                self.stage(Event::HookBlocked(HookBlocked {
-                    step,
-                    call_id: call.id.clone(),
-                    hook: "pre_tool".into(),
-                    reason: reason.clone(),
-                }))?;
-                self.stage(Event::ToolResult(ToolResult::blocked(
-                    step, call, &reason, hooks,
-                )))?;
-                self.checkpoint_event(step);
-                return Ok(());
-            }
+        match self.run_pre_hook(step, call, &mut hooks)? {
+            Gate::Open => {}
+            Gate::Stopped(sig) => return self.stopped_before_start(step, call, sig, hooks),
+            Gate::Blocked(reason) => return self.blocked(step, call, &reason, hooks),
         }
         // A re-run call's `tool.started` is already durable: the intent is
         // the same call's, so it is not written twice. A foreground command
@@ -78,6 +55,79 @@ impl Agent {
         for record in std::mem::take(&mut outcome.records) {
             self.stage(record)?;
         }
+        self.finish_call(step, call, outcome, hooks, rerun)
+    }
+
+    /// The pre hook of `call` (its run goes into `hooks`), and what it means
+    /// for the call. What the hook is shown is durable before it runs: it is
+    /// a command of the person's.
+    fn run_pre_hook(
+        &mut self,
+        step: u64,
+        call: &ToolCall,
+        hooks: &mut Vec<HookRun>,
+    ) -> Result<Gate, AgentError> {
+        if self.config.hooks.pre_tool.is_some() {
+            self.flush()?;
+        }
+        let Some(pre) = self.pre_hook(step, call) else {
+            return Ok(Gate::Open);
+        };
+        hooks.push(pre.run);
+        if let Some(sig) = crate::signals::received() {
+            return Ok(Gate::Stopped(sig));
+        }
+        Ok(pre.blocked.map_or(Gate::Open, Gate::Blocked))
+    }
+
+    /// A call a signal stopped before it started: it never runs.
+    fn stopped_before_start(
+        &mut self,
+        step: u64,
+        call: &ToolCall,
+        sig: Signal,
+        hooks: Vec<HookRun>,
+    ) -> Result<(), AgentError> {
+        let mut result = ToolResult::not_run(step, &call.id, &call.name);
+        result.signal = Some(crate::signals::name(sig).to_string());
+        result.hooks = hooks;
+        self.stage(Event::ToolResult(result))?;
+        self.checkpoint_event(step);
+        Ok(())
+    }
+
+    /// A call the pre hook blocked: `hook.blocked`, then its error result.
+    fn blocked(
+        &mut self,
+        step: u64,
+        call: &ToolCall,
+        reason: &str,
+        hooks: Vec<HookRun>,
+    ) -> Result<(), AgentError> {
+        self.stage(Event::HookBlocked(HookBlocked {
+            step,
+            call_id: call.id.clone(),
+            hook: "pre_tool".into(),
+            reason: reason.to_string(),
+        }))?;
+        self.stage(Event::ToolResult(ToolResult::blocked(
+            step, call, reason, hooks,
+        )))?;
+        self.checkpoint_event(step);
+        Ok(())
+    }
+
+    /// After a call ran: the post hook, then its `tool.result` (staged: it
+    /// goes with the next sync point, the next call's tool.started or
+    /// step.saved) and the plan update.
+    fn finish_call(
+        &mut self,
+        step: u64,
+        call: &ToolCall,
+        mut outcome: ToolOutcome,
+        mut hooks: Vec<HookRun>,
+        rerun: bool,
+    ) -> Result<(), AgentError> {
         if self.config.hooks.post_tool.is_some() {
             self.flush()?;
         }
@@ -106,8 +156,6 @@ impl Agent {
             result.interrupted = true;
             result.signal = outcome.signal.map(str::to_string);
         }
-        // The result goes with the next sync point: the next call's
-        // tool.started, or step.saved.
         self.stage(Event::ToolResult(result))?;
         if let Some((items, note)) = outcome.plan_update {
             self.update_plan(step, items, note)?;
@@ -125,76 +173,38 @@ impl Agent {
         step: u64,
         calls: &[ToolCall],
     ) -> Result<(), AgentError> {
-        if self.config.hooks.pre_tool.is_some() {
-            self.flush()?;
-        }
-        let mut hooks: Vec<Vec<crate::event::HookRun>> = vec![Vec::new(); calls.len()];
-        let mut blocked: Vec<Option<String>> = vec![None; calls.len()];
-        for (i, call) in calls.iter().enumerate() {
-            if let Some(pre) = self.pre_hook(step, call) {
-                hooks[i].push(pre.run);
-                blocked[i] = pre.blocked;
-            }
+        let mut hooks: Vec<Vec<HookRun>> = vec![Vec::new(); calls.len()];
+        let mut gates = Vec::with_capacity(calls.len());
+        for (call, h) in calls.iter().zip(hooks.iter_mut()) {
+            gates.push(self.run_pre_hook(step, call, h)?);
         }
         let stopping = crate::signals::received();
-        let runs: Vec<bool> = blocked
+        let runs: Vec<bool> = gates
             .iter()
-            .map(|b| b.is_none() && stopping.is_none())
+            .map(|g| matches!(g, Gate::Open) && stopping.is_none())
             .collect();
         for (call, _) in calls.iter().zip(&runs).filter(|(_, r)| **r) {
             self.stage(Event::ToolStarted(ToolStarted::new(step, call)))?;
         }
         self.flush()?;
         let started = std::time::Instant::now();
-        let mut outcomes = self.execute_read_only(step, calls, &runs);
+        let outcomes = self.execute_read_only(step, calls, &runs);
         self.timing.tools += started.elapsed();
-        for (i, call) in calls.iter().enumerate() {
-            let mut call_hooks = std::mem::take(&mut hooks[i]);
-            if let Some(reason) = blocked[i].take() {
-                self.stage(Event::HookBlocked(HookBlocked {
-                    step,
-                    call_id: call.id.clone(),
-                    hook: "pre_tool".into(),
-                    reason: reason.clone(),
-                }))?;
-                self.stage(Event::ToolResult(ToolResult::blocked(
-                    step, call, &reason, call_hooks,
-                )))?;
-                self.checkpoint_event(step);
-                continue;
-            }
-            let Some(mut outcome) = outcomes[i].take() else {
-                // A signal came while the pre hooks ran: never started.
-                let mut result = ToolResult::not_run(step, &call.id, &call.name);
-                result.signal = stopping.map(|s| crate::signals::name(s).to_string());
-                result.hooks = call_hooks;
-                self.stage(Event::ToolResult(result))?;
-                self.checkpoint_event(step);
-                continue;
-            };
-            if self.config.hooks.post_tool.is_some() {
-                self.flush()?;
-            }
-            let post = match crate::signals::received() {
-                Some(_) => None,
-                None => self.post_hook(step, call, &outcome),
-            };
-            if let Some((run, feedback)) = post {
-                call_hooks.push(run);
-                if let Some(feedback) = feedback {
-                    outcome.content.push_str("\n\n[post_tool hook]\n");
-                    outcome.content.push_str(&feedback);
+        for (((call, gate), outcome), call_hooks) in
+            calls.iter().zip(gates).zip(outcomes).zip(hooks)
+        {
+            match (gate, outcome) {
+                (Gate::Blocked(reason), _) => self.blocked(step, call, &reason, call_hooks)?,
+                (_, Some(outcome)) => self.finish_call(step, call, outcome, call_hooks, false)?,
+                (Gate::Stopped(sig), None) => {
+                    self.stopped_before_start(step, call, sig, call_hooks)?;
+                }
+                (Gate::Open, None) => {
+                    // Not run: a signal came while the pre hooks ran.
+                    let sig = stopping.unwrap_or(Signal::SIGINT);
+                    self.stopped_before_start(step, call, sig, call_hooks)?;
                 }
             }
-            self.stage(Event::ToolResult(ToolResult::completed(
-                step,
-                call,
-                outcome.content,
-                outcome.is_error,
-                outcome.format_error,
-                call_hooks,
-            )))?;
-            self.checkpoint_event(step);
         }
         Ok(())
     }
@@ -349,6 +359,14 @@ impl Agent {
             }
         }
     }
+}
+
+/// What a call's pre hook decided.
+enum Gate {
+    Open,
+    Blocked(String),
+    /// A stopping signal came while it ran.
+    Stopped(Signal),
 }
 
 /// Writes a foreground call's `tool.started` with its process group: a sync
