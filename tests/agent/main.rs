@@ -14,6 +14,7 @@ mod compaction_resume_e2e;
 mod hooks_e2e;
 mod log_cli_bench;
 mod log_cli_inspect;
+mod log_cli_inspect_memory;
 mod log_cli_live;
 mod model_anthropic;
 mod model_mock_checks;

@@ -2,8 +2,17 @@
 //! torn tail.
 //!
 //! All three read the file only through the storage reader
-//! ([`crate::store::load`] and [`tinyagent_store::wal::reader::scan`]), the same code the
+//! ([`tinyagent_store::load_observed`] and [`tinyagent_store::wal::reader::scan`]), the same code the
 //! agent resumes with, so what they report is what a resume would see.
+//!
+//! # Memory
+//!
+//! `inspect` folds the log with [`Summary`]: the run's state as the writer
+//! keeps it (no full history), minus the two things that still grow with
+//! every record and are only counted here (the model's view and the plan
+//! history), plus those counts. Its memory is the run's small state and one
+//! record at a time, whatever the log's length (contract section 9); only
+//! `log export` replays the whole history.
 //!
 //! # Exit codes and where the words go
 //!
@@ -36,11 +45,13 @@
 //! clean log). `plan` carries `versions`, the number of plan updates seen.
 
 mod human;
+#[cfg(test)]
+mod tests;
 
 use crate::event::{Event, Limits, PlanItem};
 use crate::session::{PendingCall, State};
-use crate::store::{self, Store, StoreOptions};
-use serde::Serialize;
+use crate::store::{Store, StoreOptions};
+use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::Path;
 use tinyagent_store::snapshot;
@@ -178,14 +189,73 @@ pub struct Report {
     pub warnings: Vec<String>,
 }
 
+/// The fold `inspect` reads a log with: what the report shows, in memory
+/// that does not grow with the log.
+///
+/// `state` is folded by [`State::apply`] like everywhere else, started the
+/// way the writer starts it (without the full history); after each record
+/// its view is cut back to the system prompt and its plan history emptied,
+/// the report needing only how long they would be. `messages` is the length
+/// the full history would have.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Summary {
+    pub state: State,
+    /// Messages in the full history ([`State::messages`] of a reader's fold).
+    pub messages: usize,
+    /// Plan updates seen ([`State::plan_history`]'s length).
+    pub plan_versions: u64,
+}
+
+#[cfg(test)]
+impl Summary {
+    /// The summary of a fully folded state (one that kept its history).
+    pub fn of_full(state: &State) -> Summary {
+        Summary {
+            state: state.clone(),
+            messages: state.messages.len(),
+            plan_versions: state.plan_history.len() as u64,
+        }
+    }
+}
+
+impl Default for Summary {
+    fn default() -> Summary {
+        Summary {
+            state: <State as tinyagent_store::Fold<Event>>::empty_for_writing(),
+            messages: 0,
+            plan_versions: 0,
+        }
+    }
+}
+
+impl tinyagent_store::Fold<Event> for Summary {
+    fn apply(&mut self, record: &Event) {
+        self.state.apply(record);
+        // The full history's length, as `State::apply` would grow it.
+        match record {
+            Event::RunStarted(_) => self.messages = 2,
+            Event::ModelResponse(_) | Event::ToolResult(_) => self.messages += 1,
+            Event::Resume(r) => self.messages += 1 + usize::from(r.message.is_some()),
+            Event::PlanUpdated(_) => self.plan_versions += 1,
+            _ => {}
+        }
+        // Keep the system prompt: a compaction without `run.started` takes it
+        // from there.
+        self.state.view.truncate(1);
+        self.state.plan_history.clear();
+    }
+}
+
 impl Report {
-    /// Builds the report from a state, the reader's scan and the snapshot used.
+    /// Builds the report from a summary, the reader's scan and the snapshot
+    /// used.
     pub fn new(
         path: &Path,
-        state: &State,
+        summary: &Summary,
         scan: &ScanReport,
         snapshot: Option<SnapshotJson>,
     ) -> Report {
+        let state = &summary.state;
         let run = state.run.as_ref();
         Report {
             path: path.display().to_string(),
@@ -213,7 +283,7 @@ impl Report {
                 items: p.items.clone(),
                 note: p.note.clone(),
                 updated_step: p.updated_step,
-                versions: state.plan_history.len() as u64,
+                versions: summary.plan_versions,
             }),
             compactions: state.compactions,
             processes: state
@@ -237,7 +307,7 @@ impl Report {
                 cost_usd: state.cost_usd,
             },
             snapshot,
-            messages: state.messages.len(),
+            messages: summary.messages,
             format_errors: state.format_errors,
             hooks_blocked: state.hooks_blocked,
             hooks: HooksJson::default(),
@@ -275,7 +345,7 @@ pub fn read_report(path: &Path) -> anyhow::Result<Report> {
     // Hook runs are not part of the folded state: they are counted in the
     // same pass that replays the log.
     let mut hooks = HooksJson::default();
-    let loaded = store::load_observed(path, |e| hooks.add(e))?;
+    let loaded = tinyagent_store::load_observed::<Event, Summary>(path, |e| hooks.add(e))?;
     if let Some(e) = not_a_log(path, &loaded.scan) {
         return Err(e.into());
     }
