@@ -22,7 +22,8 @@
 //! dir and are read from the page cache.
 //!
 //! Run: `cargo bench -p tinyagent-store --bench hostile_tail`
-//! (`HOSTILE_MB`, default 6; `SAMPLES`, default 21).
+//! (`HOSTILE_MB`, default 6; `SAMPLES`, default 21; `CASES`, a
+//! comma-separated subset of the names above, `normal` always included).
 
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -144,8 +145,15 @@ fn main() {
     let mb = env("HOSTILE_MB", 6.0);
     let samples = env("SAMPLES", 21.0) as usize;
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let only = std::env::var("CASES").ok();
     let files: Vec<(&str, PathBuf, u64)> = cases(mb)
         .into_iter()
+        .filter(|(name, _)| {
+            *name == "normal"
+                || only
+                    .as_deref()
+                    .is_none_or(|o| o.split(',').any(|c| c == *name))
+        })
         .map(|(name, bytes)| {
             let p = dir.path().join(format!("{name}.wal"));
             std::fs::write(&p, &bytes).unwrap();

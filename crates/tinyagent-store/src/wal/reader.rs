@@ -21,6 +21,11 @@
 //!    embedded inside the bad line itself, as when a newline was damaged) is
 //!    corruption.
 //!
+//! Every line is read once, and the search for a record embedded in a bad
+//! one is a single pass over it (see `embedded_record`), so a scan is
+//! linear in the size of the file on any input, a hostile tail of
+//! `{"seq":` repeated included.
+//!
 //! Corruption is reported with the seq expected at that point, the byte
 //! offset of the bad line and a reason naming what failed.
 
@@ -265,14 +270,17 @@ fn chain_error<R>(frame: &Frame<R>, last: Option<&RecordPos>) -> Option<String> 
 ///    `body[..split]` have crc `stored`", answered for all offsets at once
 ///    by one backward pass ([`lowest_suffix_with_crc`]: the CRC register is
 ///    run in reverse from `!stored`, eight bytes per step);
-/// 3. of the offsets whose crc matches, the lowest at or after the first
-///    `{"seq":` at or after `from` that starts with `{"seq":` and is long
-///    enough for [`check_crc`] ([`MIN_FRAMED_LEN`]) is the answer, the same
-///    one the obvious search finds first.
+/// 3. of the offsets from the first `{"seq":` at or after `from` on that
+///    start with `{"seq":`, are long enough for [`check_crc`]
+///    ([`MIN_FRAMED_LEN`]) and whose register comes out as CRC-32's
+///    initial one, the lowest is the answer: the one the obvious search
+///    finds first.
 ///
-/// So each byte of the piece is looked at a bounded number of times (the
-/// search for the first `{"seq":`, one CRC step, one prefix test where the
-/// register matches) and no memory is used beyond the piece itself.
+/// So each byte of the piece costs a bounded amount of work (a test in
+/// the search for the first `{"seq":`, an eighth of a backward step, a
+/// prefix test where it is a `{`, at most four single CRC steps where that
+/// prefix matches) and no memory is used beyond the piece itself. The
+/// 16 MiB window [`read_line`] keeps of an overlong line is one such pass.
 fn embedded_record(piece: &[u8], from: usize) -> Option<usize> {
     const START: &[u8] = b"{\"seq\":";
     let body = piece.strip_suffix(b"\n").unwrap_or(piece);
