@@ -26,7 +26,7 @@ use serde::Deserialize;
 pub const MAX_LINE_LEN: usize = 16 << 20;
 
 /// Length of the `,"crc":"hhhhhhhh"}` suffix.
-const CRC_SUFFIX_LEN: usize = 18;
+pub const CRC_SUFFIX_LEN: usize = 18;
 const CRC_PREFIX: &[u8] = b",\"crc\":\"";
 
 /// Why a line is not a valid record (before any chain check).
@@ -129,22 +129,35 @@ pub fn encode<R: Record>(
     Ok(crc)
 }
 
+/// The shortest line (without its newline) [`check_crc`] looks at: the
+/// crc suffix and two more bytes (`{` and `}` at least).
+pub const MIN_FRAMED_LEN: usize = CRC_SUFFIX_LEN + 2;
+
+/// When `line` (without its newline) ends with a well-formed
+/// `,"crc":"hhhhhhhh"}`, where that suffix starts and the crc it carries.
+/// Only the last [`CRC_SUFFIX_LEN`] bytes are looked at, so every line
+/// that ends like `line` does (every suffix of it at least that long)
+/// gets the same answer.
+pub fn crc_suffix(line: &[u8]) -> Option<(usize, u32)> {
+    let split = line.len().checked_sub(CRC_SUFFIX_LEN)?;
+    let suffix = &line[split..];
+    if !suffix.starts_with(CRC_PREFIX) || !suffix.ends_with(b"\"}") {
+        return None;
+    }
+    let stored = parse_hex(&suffix[CRC_PREFIX.len()..CRC_PREFIX.len() + 8])?;
+    Some((split, stored))
+}
+
 /// Checks the crc of one line (without its newline) and returns the crc it
 /// carries. Cheap: no JSON parsing.
 ///
 /// # Errors
 /// [`FrameError::NoCrc`] or [`FrameError::CrcMismatch`].
 pub fn check_crc(line: &[u8]) -> Result<u32, FrameError> {
-    if line.len() < CRC_SUFFIX_LEN + 2 {
+    if line.len() < MIN_FRAMED_LEN {
         return Err(FrameError::NoCrc);
     }
-    let split = line.len() - CRC_SUFFIX_LEN;
-    let suffix = &line[split..];
-    if !suffix.starts_with(CRC_PREFIX) || !suffix.ends_with(b"\"}") {
-        return Err(FrameError::NoCrc);
-    }
-    let stored =
-        parse_hex(&suffix[CRC_PREFIX.len()..CRC_PREFIX.len() + 8]).ok_or(FrameError::NoCrc)?;
+    let (split, stored) = crc_suffix(line).ok_or(FrameError::NoCrc)?;
     let computed = crc32fast::hash(&line[..split]);
     if stored != computed {
         return Err(FrameError::CrcMismatch { stored, computed });

@@ -3,12 +3,15 @@
 //! - [`frame`]: pure encode/decode of one line (no I/O).
 //! - [`fs`]: the file-access seam ([`fs::LogFile`]) and fault injection.
 //! - [`writer`]: the fail-stop appender (one `write` + `fdatasync` per record).
-//! - [`reader`]: the streaming scanner that tells a torn tail from corruption.
+//! - [`reader`]: the streaming scanner that tells a torn tail from corruption
+//!   (`crc_back` runs CRC-32 backwards for it, to check every candidate
+//!   record inside a damaged line in one pass).
 //!
 //! The on-disk format and the reader's rules are written down in
 //! tinyagent's `docs/format.md`. Directory helpers live in
 //! [`crate::fsutil`].
 
+mod crc_back;
 pub mod frame;
 pub mod fs;
 pub mod reader;

@@ -21,11 +21,17 @@
 //!    embedded inside the bad line itself, as when a newline was damaged) is
 //!    corruption.
 //!
+//! Every line is read once, and the search for a record embedded in a bad
+//! one is a single pass over it (see `embedded_record`), so a scan is
+//! linear in the size of the file on any input, a hostile tail of
+//! `{"seq":` repeated included.
+//!
 //! Corruption is reported with the seq expected at that point, the byte
 //! offset of the bad line and a reason naming what failed.
 
 use super::WalError;
-use super::frame::{Frame, MAX_LINE_LEN, check_crc, decode};
+use super::crc_back::lowest_suffix_with_crc;
+use super::frame::{Frame, MAX_LINE_LEN, MIN_FRAMED_LEN, check_crc, crc_suffix, decode};
 use crate::Record;
 use serde::{Deserialize, Serialize};
 use std::fs::File;
@@ -243,17 +249,50 @@ fn chain_error<R>(frame: &Frame<R>, last: Option<&RecordPos>) -> Option<String> 
     None
 }
 
-/// Offset (within `piece`) of a crc-valid record that starts at or after
-/// byte `from` and ends at the end of `piece` (its newline aside).
+/// Offset (within `piece`) of the first crc-valid record that starts at or
+/// after byte `from` and ends at the end of `piece` (its newline aside):
+/// the first `p >= from` where `piece[p..]` starts with `{"seq":` and, its
+/// newline stripped, passes [`check_crc`].
+///
+/// # Linear on any piece
+///
+/// The obvious search (hash `piece[p..]` at every `{"seq":`) costs the
+/// length of the rest of the piece per candidate, so a piece of repeated
+/// `{"seq":` ending in a crc suffix costs the square of its length (95 s
+/// at 6.4 MB, issue 14). But every candidate ends where the piece ends:
+///
+/// 1. they share the same last 18 bytes, so the `,"crc":"hhhhhhhh"}`
+///    suffix is parsed once ([`crc_suffix`]): when the piece does not end
+///    in one, no candidate can be a record and the answer is `None` at
+///    once;
+/// 2. they share the same stored crc and the same end of their crc'd
+///    bytes (`split`), so the question is "which suffixes of
+///    `body[..split]` have crc `stored`", answered for all offsets at once
+///    by one backward pass ([`lowest_suffix_with_crc`]: the CRC register is
+///    run in reverse from `!stored`, eight bytes per step);
+/// 3. of the offsets from the first `{"seq":` at or after `from` on that
+///    start with `{"seq":`, are long enough for [`check_crc`]
+///    ([`MIN_FRAMED_LEN`]) and whose register comes out as CRC-32's
+///    initial one, the lowest is the answer: the one the obvious search
+///    finds first.
+///
+/// So each byte of the piece costs a bounded amount of work (a test in
+/// the search for the first `{"seq":`, an eighth of a backward step, a
+/// prefix test where it is a `{`, at most four single CRC steps where that
+/// prefix matches) and no memory is used beyond the piece itself. The
+/// 16 MiB window [`read_line`] keeps of an overlong line is one such pass.
 fn embedded_record(piece: &[u8], from: usize) -> Option<usize> {
     const START: &[u8] = b"{\"seq\":";
-    (from..piece.len().saturating_sub(START.len() - 1))
-        .filter(|&p| piece[p..].starts_with(START))
-        .find(|&p| {
-            let rest = &piece[p..];
-            let rest = rest.strip_suffix(b"\n").unwrap_or(rest);
-            check_crc(rest).is_ok()
-        })
+    let body = piece.strip_suffix(b"\n").unwrap_or(piece);
+    let (split, stored) = crc_suffix(body)?;
+    let first = body
+        .get(from..)?
+        .windows(START.len())
+        .position(|w| w == START)?
+        + from;
+    lowest_suffix_with_crc(&body[..split], first, stored, START[0], |p| {
+        body[p..].starts_with(START) && body.len() - p >= MIN_FRAMED_LEN
+    })
 }
 
 /// Where in `piece` (a line as [`read_line`] kept it) a crc-valid record
@@ -401,6 +440,96 @@ mod tests {
         let p = dir.path().join("r.wal");
         std::fs::write(&p, bytes).unwrap();
         scan::<Rec>(&p, None, |_, _| {}).unwrap()
+    }
+
+    /// The search [`embedded_record`] replaced, kept as its reference:
+    /// hash the rest of the piece at every `{"seq":` (quadratic).
+    fn embedded_record_by_rehashing(piece: &[u8], from: usize) -> Option<usize> {
+        const START: &[u8] = b"{\"seq\":";
+        (from..piece.len().saturating_sub(START.len() - 1))
+            .filter(|&p| piece[p..].starts_with(START))
+            .find(|&p| {
+                let rest = &piece[p..];
+                let rest = rest.strip_suffix(b"\n").unwrap_or(rest);
+                check_crc(rest).is_ok()
+            })
+    }
+
+    #[test]
+    fn the_one_pass_search_finds_what_rehashing_every_candidate_finds() {
+        use crate::wal::crc_back::crc_zeroing_bytes;
+        let (good, pos) = log(3);
+        let records: Vec<&[u8]> = pos
+            .iter()
+            .map(|p| &good[p.offset as usize..(p.end() - 1) as usize])
+            .collect();
+        let mut rng = 0x1234_5678_9abc_def1_u64;
+        let mut next = move |n: usize| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            (rng % n as u64) as usize
+        };
+        let (mut found, mut several) = (0, 0);
+        for round in 0..3000 {
+            let mut piece = Vec::new();
+            for _ in 0..next(8) {
+                match next(7) {
+                    0 | 1 => piece.extend_from_slice(b"{\"seq\":"),
+                    2 => {
+                        let n = next(6);
+                        piece.extend((0..n).map(|_| b"{\"seq:,}0a\n"[next(10)]));
+                    }
+                    // A block of crc 0 starting with {"seq": (every
+                    // candidate before a hit hits too).
+                    3 => {
+                        let mut z = b"{\"seq\":".to_vec();
+                        z.extend((0..next(4)).map(|_| b"xy"[next(2)]));
+                        z.extend_from_slice(&crc_zeroing_bytes(&z));
+                        piece.extend_from_slice(&z);
+                    }
+                    4 => piece.extend_from_slice(records[next(records.len())]),
+                    5 => piece.extend_from_slice(b",\"crc\":\"0000000"),
+                    _ => piece.extend_from_slice(b"}"),
+                }
+            }
+            // End it: the crc of the bytes from some {"seq": on (a hit),
+            // a wrong crc, a truncated suffix, or as it is.
+            let starts: Vec<usize> = (0..piece.len())
+                .filter(|&p| piece[p..].starts_with(b"{\"seq\":"))
+                .collect();
+            match next(4) {
+                0 | 1 if !starts.is_empty() => {
+                    let at = starts[next(starts.len())];
+                    let crc = crc32fast::hash(&piece[at..]);
+                    piece.extend_from_slice(format!(",\"crc\":\"{crc:08x}\"}}").as_bytes());
+                }
+                2 => piece.extend_from_slice(b",\"crc\":\"1a2b3c4d\"}"),
+                _ => piece.extend_from_slice(&b",\"crc\":\"1a2b3c4d\"}"[..next(18)]),
+            }
+            if next(2) == 0 {
+                piece.push(b'\n');
+            }
+            for from in [0, 1, next(piece.len() + 2)] {
+                let want = embedded_record_by_rehashing(&piece, from);
+                found += usize::from(want.is_some());
+                // Another hit after the first: the first must win.
+                several += usize::from(
+                    want.is_some_and(|p| embedded_record_by_rehashing(&piece, p + 1).is_some()),
+                );
+                assert_eq!(
+                    embedded_record(&piece, from),
+                    want,
+                    "round {round}, from {from}: {:?}",
+                    String::from_utf8_lossy(&piece)
+                );
+            }
+        }
+        // The generator does reach the interesting cases.
+        assert!(
+            found > 1000 && several > 100,
+            "{found} hits, {several} with more"
+        );
     }
 
     #[test]

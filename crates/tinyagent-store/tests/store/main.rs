@@ -6,8 +6,11 @@
 //!   faults;
 //! - `snapshot_trust`: snapshots are believed only once checked (FIFOs,
 //!   symlinks, directories, forged headers);
-//! - `bounded_memory`: multi-gigabyte junk beside a log costs bounded memory.
+//! - `bounded_memory`: multi-gigabyte junk beside a log costs bounded memory;
+//! - `hostile_tail`: megabytes of `{"seq":` after a log are classified as
+//!   before, in linear time.
 
 mod bounded_memory;
+mod hostile_tail;
 mod snapshot_trust;
 mod store_api;
