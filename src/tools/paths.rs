@@ -261,7 +261,8 @@ fn open_walking(root: &OwnedFd, rel: &Path, flags: OFlag, mode: Mode) -> io::Res
             Err(e) => return Err(e.into()),
         }
     }
-    unreachable!("the walk returns at its last component")
+    // The walk returns at its last component; an empty walk finds nothing.
+    Err(Errno::ENOENT.into())
 }
 
 /// Pushes `path`'s components onto `stack` so that the first pops first.
