@@ -233,7 +233,14 @@ fn confirm_workspace(
 /// The variable the log says holds the run's API key, if it can be read
 /// (see [`super::secrets::named_key_vars`]).
 pub(super) fn recorded_key_env(args: &ResumeArgs) -> Option<String> {
-    locate(args).ok()?.1.settings.api_key_env
+    // A name that does not look like a key variable is refused later
+    // (`config_for`); it is not taken out of the environment here.
+    locate(args)
+        .ok()?
+        .1
+        .settings
+        .api_key_env
+        .filter(|v| crate::config::plausible_key_var(v))
 }
 
 /// Opens the log under its lock. A run killed a moment ago may still be
@@ -292,6 +299,13 @@ fn config_for(run: &RunStarted, args: &ResumeArgs) -> Result<RunConfig, CliError
     }
     if let Some(var) = &flags.api_key_env {
         m.api_key_env = Some(var.clone());
+    } else if let Some(var) = m.api_key_env.as_deref()
+        && !crate::config::plausible_key_var(var)
+    {
+        return Err(CliError::refused(format!(
+            "the log names {var:?} as the variable holding the API key, which does not look \
+             like one (it would be sent to the model server); give --api-key-env to choose"
+        )));
     }
     config.hooks = local_hooks(&config.hooks, &local, args.no_hooks)?;
     if local.env.kind()? == EnvKind::Sandbox {

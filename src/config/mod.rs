@@ -333,6 +333,19 @@ impl RunConfig {
     }
 }
 
+/// Whether a variable name named by a log (not by the person) may be taken
+/// as the one holding the API key: upper-case letters, digits and `_`,
+/// ending in `KEY` or `TOKEN`. A log from elsewhere could otherwise name
+/// `PATH` or `HOME` and have its value sent, as the key, to the server the
+/// log names.
+pub fn plausible_key_var(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+        && (name.ends_with("KEY") || name.ends_with("TOKEN"))
+}
+
 /// Shell words that run without a file on PATH.
 const SHELL_BUILTINS: &[&str] = &[
     ":", ".", "[", "alias", "break", "cd", "command", "continue", "echo", "eval", "exec", "exit",

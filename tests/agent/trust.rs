@@ -289,3 +289,31 @@ fn a_hook_script_rewritten_by_a_tool_is_not_run() {
         blocked.data
     );
 }
+
+/// A log naming an ordinary variable as the key's (to have its value sent
+/// to the server it names) is refused; `--api-key-env` is the person's way
+/// to choose.
+#[test]
+fn a_log_naming_a_non_key_variable_as_the_key_is_refused() {
+    let sb = Sandbox::new();
+    let server = MockServer::start(vec![MockReply::text("hi"), MockReply::text("hi")]);
+    crashed_run(&sb, &server, "");
+    forge_run_started(&sb.wal(), |r| r.settings.api_key_env = Some("HOME".into()));
+    let before = std::fs::read(sb.wal()).unwrap();
+    let out = output(sb.resume_cmd());
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("\"HOME\""), "{}", stderr(&out));
+    assert_eq!(std::fs::read(sb.wal()).unwrap(), before);
+    assert!(
+        server
+            .recorded()
+            .iter()
+            .skip(1)
+            .all(|r| r.header("authorization").is_none()),
+        "nothing was sent"
+    );
+    let mut resume = sb.resume_cmd();
+    resume.args(["--api-key-env", "MY_KEY"]);
+    let out = output(resume);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
