@@ -7,49 +7,17 @@
 //! `/proc/self/status`); the parent asserts it. The contract bounds a reader
 //! by the state plus 64 MB; the state here is a few bytes.
 
-use serde::{Deserialize, Serialize};
+use super::kit::{Op, Sum, opts};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use tinyagent_store::snapshot::{backup_path, snapshot_path};
-use tinyagent_store::{Fold, Record, Store, StoreOptions, load, load_with};
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "type", content = "data")]
-enum Op {
-    #[serde(rename = "add")]
-    Add { n: u64 },
-}
-
-impl Record for Op {
-    fn kind(&self) -> &'static str {
-        "add"
-    }
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-struct Sum {
-    total: u64,
-}
-
-impl Fold<Op> for Sum {
-    fn apply(&mut self, record: &Op) {
-        let Op::Add { n } = record;
-        self.total += n;
-    }
-}
+use tinyagent_store::{Store, load, load_with};
 
 const GIB: u64 = 1 << 30;
 const JUNK: u64 = 3 * GIB;
 /// Peak RSS allowed for a whole child process (its own baseline included).
 const PEAK_LIMIT_KIB: u64 = 80 * 1024;
-
-fn opts(every: u64) -> StoreOptions {
-    StoreOptions {
-        snapshot_every: every,
-        ..StoreOptions::default()
-    }
-}
 
 fn log_with(dir: &Path, every: u64) -> PathBuf {
     let p = dir.join("m.wal");

@@ -6,36 +6,11 @@
 //! linear now, so these run in well under a second even in a debug build;
 //! no time is measured here (`benches/hostile_tail.rs` does that).
 
-use serde::{Deserialize, Serialize};
+use super::kit::{Op, Sum};
 use std::path::Path;
 use tinyagent_store::wal::frame::encode;
 use tinyagent_store::wal::reader::{ScanReport, TornTail, scan};
-use tinyagent_store::{Fold, Record, Store, StoreError, StoreOptions};
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "type", content = "data")]
-enum Op {
-    #[serde(rename = "add")]
-    Add { n: u64 },
-}
-
-impl Record for Op {
-    fn kind(&self) -> &'static str {
-        "add"
-    }
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-struct Sum {
-    total: u64,
-}
-
-impl Fold<Op> for Sum {
-    fn apply(&mut self, record: &Op) {
-        let Op::Add { n } = record;
-        self.total += n;
-    }
-}
+use tinyagent_store::{Store, StoreError, StoreOptions};
 
 const START: &[u8] = b"{\"seq\":";
 const MB: usize = 1 << 20;

@@ -12,5 +12,6 @@
 
 mod bounded_memory;
 mod hostile_tail;
+mod kit;
 mod snapshot_trust;
 mod store_api;

@@ -2,52 +2,18 @@
 //! symlink or a header that is not bound to its body is skipped with a
 //! warning, and the state is the one a full replay gives.
 
-use serde::{Deserialize, Serialize};
+use super::kit::{Op, Sum, opts};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::Duration;
 use tinyagent_store::snapshot::{backup_path, snapshot_path};
-use tinyagent_store::{Fold, OpenReport, Record, Store, StoreOptions, load, load_with};
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "type", content = "data")]
-enum Op {
-    #[serde(rename = "add")]
-    Add { n: u64 },
-}
-
-impl Record for Op {
-    fn kind(&self) -> &'static str {
-        "add"
-    }
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-struct Sum {
-    total: u64,
-    applied: u64,
-}
-
-impl Fold<Op> for Sum {
-    fn apply(&mut self, record: &Op) {
-        let Op::Add { n } = record;
-        self.total += n;
-        self.applied += 1;
-    }
-}
+use tinyagent_store::{OpenReport, Store, load, load_with};
 
 /// The state of the six records 1..=6, as a full replay folds them.
 const FULL: Sum = Sum {
     total: 21,
     applied: 6,
 };
-
-fn opts(every: u64) -> StoreOptions {
-    StoreOptions {
-        snapshot_every: every,
-        ..StoreOptions::default()
-    }
-}
 
 /// Six records, snapshots every 2: `.snapshot` covers seq 6, `.bak` seq 4.
 fn log_with_snapshots(dir: &Path) -> PathBuf {
