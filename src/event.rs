@@ -20,6 +20,14 @@ fn is_false(b: &bool) -> bool {
     !*b
 }
 
+#[allow(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "serde's skip_serializing_if passes a reference"
+)]
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 /// Who said a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -223,6 +231,15 @@ pub struct ModelResponse {
     pub cost_usd: f64,
     /// Ids of the calls in `message.tool_calls`, in order.
     pub pending: Vec<String>,
+    /// The context size the compaction decision saw for this request, in
+    /// tokens (see docs/design.md, "Compaction"); 0 in logs written before
+    /// it was recorded.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub context_tokens: u64,
+    /// The length in bytes of the request body this answered (0 in logs
+    /// written before it was recorded).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub request_bytes: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -399,6 +416,10 @@ pub struct Compaction {
     /// unchanged view.
     #[serde(default, skip_serializing_if = "is_false")]
     pub failed: bool,
+    /// The context size, in tokens, that went over the threshold and made
+    /// this compaction (0 in logs written before it was recorded).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub context_tokens: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

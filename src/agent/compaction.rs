@@ -1,8 +1,10 @@
-//! Compaction: when the model view grows past a threshold, ask the model for
-//! a hand-off summary and replace the older history with it.
+//! Compaction: when the request for the next step would be too large, ask
+//! the model for a hand-off summary and replace the older history with it.
 //!
-//! The size estimate is `State::estimate_tokens` (characters / 4 over exactly
-//! what would be sent, the pinned plan block included). The summarizer call
+//! The size is measured on what is really sent (see [`Agent::context_tokens`]):
+//! the serialized request body in bytes / 4, or, when the server reported the
+//! previous request's prompt tokens, that count plus bytes / 4 of what the
+//! body grew by since (kept in the state, so a resume goes on from it). The summarizer call
 //! advertises no tools and is given the current plan. The most recent
 //! `keep_recent` messages are kept verbatim, never splitting an assistant tool
 //! call from its results. The `compaction` record carries the new view, so a
@@ -15,7 +17,7 @@
 
 use super::{Agent, AgentError, cost_of};
 use crate::event::{Compaction, Event, Message, Role};
-use crate::model::{ModelRequest, Purpose};
+use crate::model::{Encoded, ModelRequest, Purpose};
 use crate::session::plan;
 
 /// Prefix of the summary message that heads a compacted view.
@@ -64,26 +66,61 @@ fn transcript(messages: &[Message]) -> String {
     t
 }
 
+/// Bytes / 4, rounded up: the size in tokens assumed for bytes no server
+/// has counted. JSON punctuation and escapes count too, so it errs towards
+/// compacting early.
+fn tokens_of(bytes: u64) -> u64 {
+    bytes.div_ceil(4)
+}
+
 impl Agent {
-    /// Compacts when the view is over the threshold. Never fails the run for
-    /// a summarizer problem: it warns and carries on uncompacted.
-    pub async fn maybe_compact(&mut self) -> Result<(), AgentError> {
-        let threshold = self.config.compact_at;
-        let estimate = self.state().estimate_tokens();
-        if estimate <= threshold {
-            return Ok(());
+    /// The request for `step` and its body as the provider will send it.
+    pub(super) fn step_request(&self, step: u64) -> (ModelRequest, Encoded) {
+        let request = ModelRequest {
+            messages: self.state().model_messages(),
+            tools: self.tools.specs().to_vec(),
+            purpose: Purpose::Step,
+            step,
+        };
+        let body = self.provider.encode(&request);
+        (request, body)
+    }
+
+    /// The context size of sending `body`, in tokens: the previous
+    /// request's prompt tokens as the server counted them plus bytes / 4 of
+    /// what the body grew by since, or bytes / 4 of the whole body when no
+    /// count is known (first request of a process, after a compaction, a
+    /// server that reports no usage).
+    pub(super) fn context_tokens(&self, body: &Encoded) -> u64 {
+        match self.state().last_request {
+            Some(sent) => sent
+                .tokens
+                .saturating_add(tokens_of((body.len() as u64).saturating_sub(sent.bytes))),
+            None => tokens_of(body.len() as u64),
         }
-        // After a failed attempt, try again only once the view has grown by
-        // a quarter, not on every step.
+    }
+
+    /// Compacts when `context` (the next request's size, from
+    /// [`Agent::context_tokens`]) is over the threshold; returns whether the
+    /// view changed. Never fails the run for a summarizer problem: it warns
+    /// and carries on uncompacted.
+    pub(super) async fn maybe_compact(&mut self, context: u64) -> Result<bool, AgentError> {
+        let threshold = self.config.compact_at;
+        let estimate = context;
+        if estimate <= threshold {
+            return Ok(false);
+        }
+        // After a failed attempt, try again only once the context has grown
+        // by a quarter, not on every step.
         if let Some(failed_at) = self.compaction_backoff
             && estimate < failed_at + failed_at / 4
         {
-            return Ok(());
+            return Ok(false);
         }
         let keep = self.config.keep_recent;
         let view = self.state().view.clone();
         let Some(split) = split_point(&view, keep) else {
-            return Ok(());
+            return Ok(false);
         };
         let plan_text = if self.config.plan_enabled {
             format!(
@@ -112,7 +149,7 @@ impl Agent {
         let reply = tokio::select! {
             r = self.provider.complete(&request, &mut ignore) => r,
             // Abandoned: the loop sees the signal and ends the run.
-            () = crate::signals::wait() => return Ok(()),
+            () = crate::signals::wait() => return Ok(false),
         };
         let reply = match reply {
             Ok(r) => r,
@@ -120,7 +157,7 @@ impl Agent {
                 self.out
                     .warn(&format!("compaction failed ({e}); continuing uncompacted"));
                 self.compaction_backoff = Some(estimate);
-                return Ok(());
+                return Ok(false);
             }
         };
         let summary = reply.message.content.trim().to_string();
@@ -143,9 +180,10 @@ impl Agent {
                 cost_usd: cost,
                 replaced: 0,
                 failed: true,
+                context_tokens: estimate,
             });
             self.append(ev)?;
-            return Ok(());
+            return Ok(false);
         }
         let mut new_view = vec![Message::user(format!("{SUMMARY_PREFIX}\n{summary}"))];
         new_view.extend_from_slice(&view[split..]);
@@ -158,9 +196,10 @@ impl Agent {
             cost_usd: cost,
             replaced: (split - 1) as u64,
             failed: false,
+            context_tokens: estimate,
         });
         self.append(ev)?;
-        Ok(())
+        Ok(true)
     }
 }
 

@@ -20,7 +20,7 @@ use crate::event::{
     Event, HookRun, ModelResponse, ProcessExited, RunFinished, RunStatus, StepSaved, ToolCall,
     ToolResult, Usage,
 };
-use crate::model::{ModelRequest, Provider, Purpose};
+use crate::model::Provider;
 use crate::session::State;
 use crate::store::{Store, StoreError};
 use crate::tools::{ExecEnv, ProcessTable, ToolSet};
@@ -235,17 +235,17 @@ impl Agent {
             if let Some(status) = self.limit_reached() {
                 return self.finish(status, None);
             }
-            self.maybe_compact().await?;
+            let step = self.state().step + 1;
+            // Compaction is decided on the request as it would be sent.
+            let (mut request, mut body) = self.step_request(step);
+            let mut context = self.context_tokens(&body);
+            if self.maybe_compact(context).await? {
+                (request, body) = self.step_request(step);
+                context = self.context_tokens(&body);
+            }
             if let Some(sig) = crate::signals::received() {
                 return self.interrupted(sig);
             }
-            let step = self.state().step + 1;
-            let request = ModelRequest {
-                messages: self.state().model_messages(),
-                tools: self.tools.specs().to_vec(),
-                purpose: Purpose::Step,
-                step,
-            };
             self.out.thinking(step);
             let asked = std::time::Instant::now();
             let reply = {
@@ -253,7 +253,7 @@ impl Agent {
                 let mut on_text = |t: &str| out.text(t);
                 // A stopping signal abandons the request: no model.response.
                 tokio::select! {
-                    r = self.provider.complete(&request, &mut on_text) => Some(r),
+                    r = self.provider.send(&request, &body, &mut on_text) => Some(r),
                     () = crate::signals::wait() => None,
                 }
             };
@@ -293,6 +293,8 @@ impl Agent {
                 message,
                 usage: reply.usage,
                 cost_usd: cost,
+                context_tokens: context,
+                request_bytes: body.len() as u64,
             }))?;
             let mut next = 0;
             while next < calls.len() {

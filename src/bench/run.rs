@@ -128,6 +128,8 @@ impl SyntheticRun {
             };
             total.add(&usage);
             events.push(Event::ModelResponse(ModelResponse {
+                context_tokens: 0,
+                request_bytes: 0,
                 step,
                 message: assistant.clone(),
                 usage,
@@ -163,6 +165,7 @@ impl SyntheticRun {
                 ))];
                 view.extend_from_slice(&msgs[msgs.len() - 4..]);
                 events.push(Event::Compaction(Compaction {
+                    context_tokens: 0,
                     step,
                     summary,
                     view,

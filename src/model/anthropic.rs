@@ -4,7 +4,7 @@
 
 use super::error::ModelError;
 use super::http::{Backoff, build_client, checked_base_url, exchange_json};
-use super::{ModelReply, ModelRequest, ProviderConfig, Purpose};
+use super::{Encoded, ModelReply, ModelRequest, ProviderConfig, Purpose};
 use crate::event::{Message, Role, ToolCall, Usage};
 use serde_json::{Value, json};
 
@@ -28,15 +28,19 @@ impl AnthropicProvider {
         Ok(AnthropicProvider { cfg, url, client })
     }
 
+    pub(crate) fn encode(&self, req: &ModelRequest) -> Encoded {
+        Encoded::json(&request_body(&self.cfg.model, req))
+    }
+
     pub(crate) async fn complete(
         &self,
         req: &ModelRequest,
+        body: &Encoded,
         on_text: &mut (dyn FnMut(&str) + Send),
     ) -> Result<ModelReply, ModelError> {
-        let body = request_body(&self.cfg.model, req);
         let mut backoff = Backoff::new(&self.cfg);
         loop {
-            let attempt = match exchange_json(&self.cfg, self.request(&body)?).await {
+            let attempt = match exchange_json(&self.cfg, self.request(body)?).await {
                 Ok(v) => parse_response(&v, req.step),
                 Err(e) => Err(e),
             };
@@ -52,12 +56,13 @@ impl AnthropicProvider {
         }
     }
 
-    fn request(&self, body: &Value) -> Result<reqwest::RequestBuilder, ModelError> {
+    fn request(&self, body: &Encoded) -> Result<reqwest::RequestBuilder, ModelError> {
         let mut rb = self
             .client
             .post(&self.url)
             .header("anthropic-version", ANTHROPIC_VERSION)
-            .json(body);
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body.bytes());
         if let Some(key) = &self.cfg.api_key {
             let mut value = reqwest::header::HeaderValue::from_str(key).map_err(|_| {
                 ModelError::Config("the API key contains characters not allowed in a header".into())

@@ -24,6 +24,37 @@ pub struct ModelRequest {
     pub step: u64,
 }
 
+/// A request as its provider puts it on the wire: the JSON body, serialized
+/// once. Its length is what the compaction decision measures, and the same
+/// bytes are what is sent (on every retry).
+#[derive(Debug, Clone)]
+pub struct Encoded {
+    body: bytes::Bytes,
+}
+
+impl Encoded {
+    fn json(value: &serde_json::Value) -> Encoded {
+        // Serializing a `Value` cannot fail (its keys are strings).
+        Encoded {
+            body: serde_json::to_vec(value).unwrap_or_default().into(),
+        }
+    }
+
+    /// The body's length in bytes.
+    pub fn len(&self) -> usize {
+        self.body.len()
+    }
+
+    /// Whether the body is empty (never, for a real request).
+    pub fn is_empty(&self) -> bool {
+        self.body.is_empty()
+    }
+
+    pub(crate) fn bytes(&self) -> bytes::Bytes {
+        self.body.clone()
+    }
+}
+
 /// The assistant's answer.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelReply {
@@ -148,20 +179,44 @@ impl Provider {
         }
     }
 
-    /// Asks the model for the next assistant message. Retries transient
-    /// failures with backoff. The reply's text is passed to `on_text` before
-    /// this returns: piece by piece as it streams in, or in one piece for
-    /// non-streaming providers (nothing is passed when the text is empty).
-    /// When a stream breaks and is retried, pieces of the failed attempt may
-    /// already have been passed.
+    /// Serializes `req` exactly as [`Provider::send`] will send it. The
+    /// script provider has no wire; its body is the same Chat Completions
+    /// JSON the OpenAI-compatible client would send, so sizes compare.
+    pub fn encode(&self, req: &ModelRequest) -> Encoded {
+        match self {
+            Provider::OpenAi(p) => p.encode(req),
+            Provider::Anthropic(p) => p.encode(req),
+            Provider::Script(_) => Encoded::json(&openai::request_body("script", req, false)),
+        }
+    }
+
+    /// Asks the model for the next assistant message, serializing the
+    /// request first; see [`Provider::send`].
     pub async fn complete(
         &self,
         req: &ModelRequest,
         on_text: &mut (dyn FnMut(&str) + Send),
     ) -> Result<ModelReply, ModelError> {
+        let body = self.encode(req);
+        self.send(req, &body, on_text).await
+    }
+
+    /// Sends `body`, which [`Provider::encode`] made of `req`, for the next
+    /// assistant message. Retries transient
+    /// failures with backoff. The reply's text is passed to `on_text` before
+    /// this returns: piece by piece as it streams in, or in one piece for
+    /// non-streaming providers (nothing is passed when the text is empty).
+    /// When a stream breaks and is retried, pieces of the failed attempt may
+    /// already have been passed.
+    pub async fn send(
+        &self,
+        req: &ModelRequest,
+        body: &Encoded,
+        on_text: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<ModelReply, ModelError> {
         match self {
-            Provider::OpenAi(p) => p.complete(req, on_text).await,
-            Provider::Anthropic(p) => p.complete(req, on_text).await,
+            Provider::OpenAi(p) => p.complete(req, body, on_text).await,
+            Provider::Anthropic(p) => p.complete(req, body, on_text).await,
             Provider::Script(p) => p.complete(req, on_text).await,
         }
     }

@@ -6,7 +6,7 @@
 use super::error::{ModelError, from_reqwest};
 use super::http::{Backoff, build_client, checked_base_url, exchange_json, send};
 use super::sse::SseDecoder;
-use super::{ModelReply, ModelRequest, ProviderConfig, Purpose};
+use super::{Encoded, ModelReply, ModelRequest, ProviderConfig, Purpose};
 use crate::event::{Message, Role, ToolCall, Usage};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -26,18 +26,22 @@ impl OpenAiProvider {
         Ok(OpenAiProvider { cfg, url, client })
     }
 
+    pub(crate) fn encode(&self, req: &ModelRequest) -> Encoded {
+        Encoded::json(&request_body(&self.cfg.model, req, self.cfg.stream))
+    }
+
     pub(crate) async fn complete(
         &self,
         req: &ModelRequest,
+        body: &Encoded,
         on_text: &mut (dyn FnMut(&str) + Send),
     ) -> Result<ModelReply, ModelError> {
-        let body = request_body(&self.cfg.model, req, self.cfg.stream);
         let mut backoff = Backoff::new(&self.cfg);
         loop {
             let attempt = if self.cfg.stream {
-                self.streamed(&body, req.step, on_text).await
+                self.streamed(body, req.step, on_text).await
             } else {
-                self.plain(&body, req.step, on_text).await
+                self.plain(body, req.step, on_text).await
             };
             match attempt {
                 Ok(reply) => return Ok(reply),
@@ -46,8 +50,12 @@ impl OpenAiProvider {
         }
     }
 
-    fn request(&self, body: &Value) -> reqwest::RequestBuilder {
-        let mut rb = self.client.post(&self.url).json(body);
+    fn request(&self, body: &Encoded) -> reqwest::RequestBuilder {
+        let mut rb = self
+            .client
+            .post(&self.url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body.bytes());
         if let Some(key) = &self.cfg.api_key {
             rb = rb.bearer_auth(key);
         }
@@ -56,7 +64,7 @@ impl OpenAiProvider {
 
     async fn plain(
         &self,
-        body: &Value,
+        body: &Encoded,
         step: u64,
         on_text: &mut (dyn FnMut(&str) + Send),
     ) -> Result<ModelReply, ModelError> {
@@ -70,7 +78,7 @@ impl OpenAiProvider {
 
     async fn streamed(
         &self,
-        body: &Value,
+        body: &Encoded,
         step: u64,
         on_text: &mut (dyn FnMut(&str) + Send),
     ) -> Result<ModelReply, ModelError> {

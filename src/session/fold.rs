@@ -32,11 +32,18 @@ impl State {
                 };
                 self.view = start;
                 self.last_compaction = None;
+                self.last_request = None;
                 self.limits = r.limits.clone();
                 self.run = Some(r.clone());
             }
             Event::ModelResponse(r) => {
                 self.step = r.step;
+                self.last_request = (r.usage.input_tokens > 0 && r.request_bytes > 0).then_some(
+                    super::MeasuredRequest {
+                        bytes: r.request_bytes,
+                        tokens: r.usage.input_tokens,
+                    },
+                );
                 self.usage.add(&r.usage);
                 self.cost_usd += r.cost_usd;
                 self.remember(&r.message);
@@ -104,6 +111,7 @@ impl State {
                 view.extend(c.view.iter().cloned());
                 self.view = view;
                 self.compactions = self.compactions.saturating_add(1);
+                self.last_request = None;
                 self.last_compaction = Some(CompactionMark {
                     step: c.step,
                     summary: c.summary.clone(),
@@ -207,25 +215,5 @@ impl State {
             out.insert(at.min(out.len()), block);
         }
         out
-    }
-
-    /// A rough size of [`State::model_messages`] in tokens: the number of
-    /// characters (content, plus each tool call's name and raw arguments)
-    /// divided by four, rounded up. Tool definitions are not counted. It is
-    /// used only to decide when to compact, so a stable, cheap estimate
-    /// matters more than an exact one.
-    pub fn estimate_tokens(&self) -> u64 {
-        let chars: usize = self
-            .model_messages()
-            .iter()
-            .map(|m| {
-                m.content.chars().count()
-                    + m.tool_calls
-                        .iter()
-                        .map(|c| c.name.chars().count() + c.arguments.chars().count())
-                        .sum::<usize>()
-            })
-            .sum();
-        (chars as u64).div_ceil(4)
     }
 }

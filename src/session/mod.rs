@@ -153,6 +153,18 @@ pub struct State {
     /// missing record (the model was already told the plan changed).
     #[serde(default)]
     pub plan_update_due: Option<PlanUpdateDue>,
+    /// The latest step request whose size the server reported (its body's
+    /// length and prompt tokens): the base of the next compaction decision.
+    /// Cleared by a compaction, which makes the count stale.
+    #[serde(default)]
+    pub last_request: Option<MeasuredRequest>,
+}
+
+/// A request's body length and the prompt tokens the server counted for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MeasuredRequest {
+    pub bytes: u64,
+    pub tokens: u64,
 }
 
 /// The `update_plan` call whose `plan.updated` record is missing.
@@ -227,6 +239,7 @@ impl Default for State {
             records: 0,
             last_compaction: None,
             plan_update_due: None,
+            last_request: None,
         }
     }
 }

@@ -186,7 +186,6 @@ proptest! {
         for (n, e) in events.iter().enumerate() {
             live.apply(e);
             let _ = live.model_messages();
-            let _ = live.estimate_tokens();
             prop_assert_eq!(live.records, n as u64 + 1);
         }
         prop_assert_eq!(&fold(&events), &live);
@@ -249,7 +248,6 @@ proptest! {
         for i in order {
             s.apply(&events[i.index(events.len())]);
             let _ = s.model_messages();
-            let _ = s.estimate_tokens();
         }
     }
 }

@@ -41,6 +41,8 @@ pub fn response(
 ) -> Event {
     let pending = calls.iter().map(|c| c.id.clone()).collect();
     Event::ModelResponse(ModelResponse {
+        context_tokens: 0,
+        request_bytes: 0,
         step,
         message: Message::assistant(content, calls),
         usage: Usage {
@@ -104,6 +106,7 @@ pub fn compaction(
     let mut view = vec![Message::user(summary)];
     view.extend(kept);
     Event::Compaction(Compaction {
+        context_tokens: 0,
         step,
         summary: summary.into(),
         view,

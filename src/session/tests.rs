@@ -359,23 +359,39 @@ fn records_out_of_place_do_not_panic() {
     assert_eq!(s.view[0], Message::system(""));
     assert_eq!(s.records, 5);
     let _ = s.model_messages();
-    let _ = s.estimate_tokens();
 }
 
 #[test]
-fn token_estimate_is_chars_over_four_including_the_plan_block() {
-    let s = fold(&[run_started(false)]);
-    // "you are an agent" (16) + "fix the bug" (11) = 27 chars -> 7 tokens.
-    assert_eq!(s.estimate_tokens(), 7);
-    let with_plan = fold(&[run_started(true)]);
-    let block = "[Current plan]\n(no plan yet: call update_plan to make one)"
-        .chars()
-        .count() as u64;
-    assert_eq!(with_plan.estimate_tokens(), (27 + block).div_ceil(4));
-    let mut s = s;
-    s.apply(&response(1, "", vec![call("c1", "bash")], (0, 0), 0.0));
-    // name "bash" (4) + arguments {"arg":"c1"} (12).
-    assert_eq!(s.estimate_tokens(), (27u64 + 16).div_ceil(4));
+fn the_last_measured_request_is_kept_until_a_compaction_or_an_uncounted_reply() {
+    let measured = |step, bytes, tokens| {
+        let mut e = response(step, "", vec![], (tokens, 1), 0.0);
+        if let Event::ModelResponse(r) = &mut e {
+            r.request_bytes = bytes;
+        }
+        e
+    };
+    let mut s = fold(&[run_started(false)]);
+    assert_eq!(s.last_request, None);
+    s.apply(&measured(1, 4000, 900));
+    assert_eq!(
+        s.last_request,
+        Some(MeasuredRequest {
+            bytes: 4000,
+            tokens: 900
+        })
+    );
+    // A server that reports no prompt tokens, or a log that has no body
+    // length: nothing is known.
+    s.apply(&measured(2, 5000, 0));
+    assert_eq!(s.last_request, None);
+    s.apply(&measured(3, 5000, 1000));
+    s.apply(&measured(4, 0, 1000));
+    assert_eq!(s.last_request, None);
+    s.apply(&measured(5, 6000, 1200));
+    assert!(s.last_request.is_some());
+    // The count was of the view a compaction replaced.
+    s.apply(&compaction(5, "sum", vec![], (0, 0), 0.0));
+    assert_eq!(s.last_request, None);
 }
 
 #[test]

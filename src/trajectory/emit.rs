@@ -46,6 +46,8 @@ impl Emitter {
                 let pending = message.tool_calls.iter().map(|c| c.id.clone()).collect();
                 let closes = message.tool_calls.is_empty();
                 self.events.push(Event::ModelResponse(ModelResponse {
+                    context_tokens: 0,
+                    request_bytes: 0,
                     step,
                     message,
                     usage,
@@ -117,6 +119,7 @@ impl Emitter {
         self.usage.add(&usage);
         self.cost += cost_usd;
         self.events.push(Event::Compaction(Compaction {
+            context_tokens: 0,
             step: c.step,
             summary: c.summary,
             view: c.view,

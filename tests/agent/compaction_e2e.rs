@@ -16,8 +16,8 @@ use serde_json::{Value, json};
 fn compaction_summarizes_without_tools_and_the_next_request_is_pinned() {
     let sb = Sandbox::new();
     let mut steps = first_steps();
-    steps.push(MockReply::tool_call("bash", json!({"command": "echo five"})).with_usage(500, 50));
-    steps.push(MockReply::text("finished").with_usage(600, 60));
+    steps.push(MockReply::tool_call("bash", json!({"command": "echo five"})).with_usage(0, 50));
+    steps.push(MockReply::text("finished").with_usage(0, 60));
     let server = split_server(steps, vec![MockReply::text(SUMMARY).with_usage(1000, 100)]);
     let out = output(run_cmd(
         &sb,
@@ -73,7 +73,7 @@ fn compaction_summarizes_without_tools_and_the_next_request_is_pinned() {
     let last = records_of(&recs, "step.saved").pop().unwrap();
     assert_eq!(
         last.data["usage_total"],
-        json!({"input_tokens": 3100, "output_tokens": 310})
+        json!({"input_tokens": 1000, "output_tokens": 310})
     );
     let results = records_of(&recs, "tool.result");
 
@@ -236,9 +236,7 @@ fn without_the_plan_the_compacted_view_has_no_plan_block() {
     steps[0] = MockReply::tool_call("bash", json!({"command": "echo one"}));
     steps.push(MockReply::text("finished"));
     let server = split_server(steps, vec![MockReply::text(SUMMARY)]);
-    let ws = std::fs::canonicalize(sb.ws()).unwrap();
-    let prompt = tinyagent::agent::prompt::system_prompt(&ws.display().to_string(), false, false);
-    let at = (prompt.chars().count() as u64).div_ceil(4) + 1400;
+    let at = base_tokens(&sb, false) + 1400;
     let mut cmd = sb.run_cmd_cfg(&server.base_url(), TASK, KEEP);
     cmd.args(["--compact-at", &at.to_string()]);
     let out = output(cmd);
@@ -267,5 +265,142 @@ fn without_the_plan_the_compacted_view_has_no_plan_block() {
     let states = check_estimates(&sb.wal(), at, true);
     for ((_, req), state) in steps.iter().zip(&states) {
         same_as_fold(req, state);
+    }
+}
+
+/// A run of many small steps against a server built by `reply_usage`: the
+/// step replies call `echo x` `steps` times, then finish; summaries answer
+/// at once. `prompt_tokens(body_len)` is what the server reports for a
+/// request of that many bytes (0: no count).
+fn small_steps_run(
+    sb: &Sandbox,
+    steps: u64,
+    at: u64,
+    prompt_tokens: fn(u64) -> u64,
+) -> (std::process::Output, Vec<Value>) {
+    let done = std::sync::atomic::AtomicU64::new(0);
+    let server = crate::support::mock::MockServer::start_with(vec![], move |req| {
+        let len = serde_json::to_vec(&req.body).unwrap().len() as u64;
+        if !req.has_tools() {
+            return MockReply::text(SUMMARY).with_usage(prompt_tokens(len), 5);
+        }
+        let n = done.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let reply = if n < steps {
+            MockReply::tool_call("bash", json!({"command": "echo x"}))
+        } else {
+            MockReply::text("finished")
+        };
+        reply.with_usage(prompt_tokens(len), 5)
+    });
+    let mut cmd = sb.run_cmd_cfg(&server.base_url(), TASK, KEEP);
+    cmd.args(["--compact-at", &at.to_string()]);
+    let out = output(cmd);
+    server.assert_no_violations();
+    (out, server.requests())
+}
+
+/// Characters / 4 of message text, call names and arguments: what the
+/// estimate counted before it measured the request.
+fn text_only_tokens(req: &Value) -> u64 {
+    let chars: usize = messages(req)
+        .iter()
+        .map(|m| {
+            content(m).chars().count()
+                + m["tool_calls"].as_array().map_or(0, |calls| {
+                    calls
+                        .iter()
+                        .map(|c| {
+                            c["function"]["name"].as_str().unwrap().len()
+                                + c["function"]["arguments"].as_str().unwrap().len()
+                        })
+                        .sum()
+                })
+        })
+        .sum();
+    tokens_of(chars as u64)
+}
+
+fn body_len(req: &Value) -> u64 {
+    serde_json::to_vec(req).unwrap().len() as u64
+}
+
+#[test]
+fn many_small_messages_compact_on_the_bytes_sent_when_the_server_counts_nothing() {
+    let sb = Sandbox::new();
+    let at = base_tokens(&sb, false) + 600;
+    let (out, all) = small_steps_run(&sb, 40, at, |_| 0);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let (steps, sums) = split_requests(&all);
+    assert_eq!(steps.len(), 41);
+    assert!(!sums.is_empty(), "the growing request was compacted");
+    // What the server got never went over the threshold, measured on the
+    // body itself; counting message text only would never have compacted
+    // (the JSON around each small message is most of the request).
+    let largest = steps.iter().map(|(_, r)| body_len(r)).max().unwrap();
+    assert!(tokens_of(largest) <= at, "{largest} bytes sent at {at}");
+    // The whole history: the first request, then the call and result each
+    // later request ends with.
+    let mut history = messages(&steps[0].1).clone();
+    for (_, r) in &steps[1..] {
+        let m = messages(r);
+        history.extend_from_slice(&m[m.len() - 2..]);
+    }
+    assert_eq!(history.len(), messages(&steps[0].1).len() + 2 * 40);
+    let mut uncompacted = steps[0].1.clone();
+    uncompacted["messages"] = Value::Array(history);
+    assert!(
+        text_only_tokens(&uncompacted) < at,
+        "the old estimate would have compacted too: {}",
+        text_only_tokens(&uncompacted)
+    );
+    let sent = check_estimates(&sb.wal(), at, true);
+    assert_eq!(sent.len(), steps.len());
+    for ((_, req), s) in steps.iter().zip(&sent) {
+        same_as_fold(req, s);
+        assert_eq!(
+            s.context_tokens,
+            tokens_of(body_len(req)),
+            "no server count"
+        );
+    }
+    assert_eq!(
+        inspect(&sb.wal())["context_tokens"],
+        sent.last().unwrap().context_tokens
+    );
+}
+
+#[test]
+fn a_server_that_counts_more_than_the_bytes_make_the_run_compact_earlier() {
+    // A tokenizer that finds two tokens in every four bytes: the server's
+    // count is what decides, and growth since its last count is added.
+    let count = |len: u64| len / 2;
+    let sb = Sandbox::new();
+    let base = base_tokens(&sb, false);
+    let at = base * 2 + 600;
+    let (out, all) = small_steps_run(&sb, 40, at, count);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let (steps, sums) = split_requests(&all);
+    assert!(!sums.is_empty());
+    // On bytes / 4 alone no request comes near the threshold.
+    let largest = steps.iter().map(|(_, r)| body_len(r)).max().unwrap();
+    assert!(tokens_of(largest) < base + 600, "{largest}");
+    let sent = check_estimates(&sb.wal(), at, true);
+    assert_eq!(sent.len(), steps.len());
+    let mut previous: Option<u64> = None;
+    for ((i, req), s) in steps.iter().zip(&sent) {
+        same_as_fold(req, s);
+        let len = body_len(req);
+        // The rule, from the bodies the server got: the previous step
+        // request's count plus a quarter of the growth, unless a summary
+        // came in between (its count was of another view) or this is the
+        // first request.
+        let expected = match previous {
+            Some(prev) if !sums.iter().any(|(j, _)| j + 1 == *i) => {
+                count(prev) + tokens_of(len.saturating_sub(prev))
+            }
+            _ => tokens_of(len),
+        };
+        assert_eq!(s.context_tokens, expected, "request {i}");
+        previous = Some(len);
     }
 }

@@ -41,6 +41,8 @@ fn call(id: &str, name: &str, args: &str) -> ToolCall {
 fn response(step: u64, calls: Vec<ToolCall>, input: u64, output: u64, cost: f64) -> Event {
     let pending = calls.iter().map(|c| c.id.clone()).collect();
     Event::ModelResponse(ModelResponse {
+        context_tokens: 0,
+        request_bytes: 0,
         step,
         message: Message::assistant("", calls),
         usage: Usage {

@@ -74,6 +74,8 @@ fn write_log(path: &Path, steps: u64) -> u64 {
             arguments: r#"{"command":"cat build.log"}"#.into(),
         };
         records.push(Event::ModelResponse(ModelResponse {
+            context_tokens: 0,
+            request_bytes: 0,
             step,
             message: Message::assistant("", vec![call]),
             usage,

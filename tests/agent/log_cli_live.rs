@@ -35,6 +35,8 @@ fn response(step: u64) -> Event {
         arguments: r#"{"path":"a"}"#.into(),
     };
     Event::ModelResponse(ModelResponse {
+        context_tokens: 0,
+        request_bytes: 0,
         step,
         message: Message::assistant("", vec![call]),
         usage: Usage {

@@ -45,6 +45,10 @@ impl Sandbox {
     }
     /// Like `run_cmd`, with more TOML appended to the config.
     pub fn run_cmd_cfg(&self, base_url: &str, task: &str, toml: &str) -> Command {
+        self.run_cmd_wal(base_url, task, toml, &self.wal())
+    }
+    /// [`Sandbox::run_cmd_cfg`] writing to another log.
+    pub fn run_cmd_wal(&self, base_url: &str, task: &str, toml: &str, wal: &Path) -> Command {
         let mut c = Command::new(bin());
         c.current_dir(self.dir.path())
             .arg("run")
@@ -53,7 +57,7 @@ impl Sandbox {
             .arg("--model")
             .arg("test-model")
             .arg("--wal")
-            .arg(self.wal())
+            .arg(wal)
             .arg("--cwd")
             .arg(self.ws())
             .arg("--config")

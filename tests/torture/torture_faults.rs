@@ -216,7 +216,7 @@ fn strace_faults_on_the_snapshot_are_warnings_and_resume_works() {
 #[test]
 fn ulimit_f_stops_cleanly_instead_of_dying_of_sigxfsz() {
     // Limits in 512-byte blocks: the first run ends at different records.
-    for blocks in [4, 5, 8, 10, 14] {
+    for blocks in [5, 6, 8, 10, 14] {
         eprintln!("ulimit -f {blocks}");
         let sb = Sandbox::new();
         let script = write_script(&sb, TURNS);

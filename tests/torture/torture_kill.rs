@@ -32,9 +32,11 @@ fn round(seed: u64, kills: u64) -> (Tally, Counts) {
     let server = MockServer::start_with(vec![], move |req| script.reply(req));
     let sb = Sandbox::new();
     let base = server.base_url();
+    // A few turns over the first request's size.
+    let at = (crate::support::plan::compact::base_tokens(&sb, true) + 1000).to_string();
     let make_run = || -> Command {
         let mut c = sb.run_cmd(&base, "torture: follow the script to the end");
-        c.args(["--plan", "--compact-at", "1500", "--snapshot-every", "3"])
+        c.args(["--plan", "--compact-at", &at, "--snapshot-every", "3"])
             .args(["--price-in", "2.5", "--price-out", "10"]);
         c
     };

@@ -107,6 +107,13 @@ fn header(r: &Report, out: &mut dyn Write) -> io::Result<()> {
             r.usage.cost_usd
         ),
     )?;
+    if r.context_tokens > 0 {
+        row(
+            out,
+            "context",
+            &format!("{} tokens in the latest request", group(r.context_tokens)),
+        )?;
+    }
     row(out, "limits", &limits(r))?;
     for w in &r.warnings {
         row(out, "warning", w)?;

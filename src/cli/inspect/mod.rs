@@ -175,6 +175,9 @@ pub struct Report {
     pub pending_calls: Vec<PendingCall>,
     pub plan: Option<PlanJson>,
     pub compactions: u64,
+    /// The latest step request's context size in tokens (see
+    /// docs/design.md, "Compaction"); 0 when the log does not record it.
+    pub context_tokens: u64,
     pub processes: Vec<ProcessJson>,
     pub usage: UsageJson,
     pub snapshot: Option<SnapshotJson>,
@@ -204,6 +207,10 @@ pub struct Summary {
     pub messages: usize,
     /// Plan updates seen ([`State::plan_history`]'s length).
     pub plan_versions: u64,
+    /// The context size of the latest step request, as the compaction
+    /// decision measured it (0 when the log does not say).
+    #[serde(default)]
+    pub context_tokens: u64,
 }
 
 #[cfg(test)]
@@ -214,6 +221,7 @@ impl Summary {
             state: state.clone(),
             messages: state.messages.len(),
             plan_versions: state.plan_history.len() as u64,
+            context_tokens: 0,
         }
     }
 }
@@ -224,6 +232,7 @@ impl Default for Summary {
             state: <State as tinyagent_store::Fold<Event>>::empty_for_writing(),
             messages: 0,
             plan_versions: 0,
+            context_tokens: 0,
         }
     }
 }
@@ -234,7 +243,11 @@ impl tinyagent_store::Fold<Event> for Summary {
         // The full history's length, as `State::apply` would grow it.
         match record {
             Event::RunStarted(_) => self.messages = 2,
-            Event::ModelResponse(_) | Event::ToolResult(_) => self.messages += 1,
+            Event::ModelResponse(r) => {
+                self.messages += 1;
+                self.context_tokens = r.context_tokens;
+            }
+            Event::ToolResult(_) => self.messages += 1,
             Event::Resume(r) => self.messages += 1 + usize::from(r.message.is_some()),
             Event::PlanUpdated(_) => self.plan_versions += 1,
             _ => {}
@@ -286,6 +299,7 @@ impl Report {
                 versions: summary.plan_versions,
             }),
             compactions: state.compactions,
+            context_tokens: summary.context_tokens,
             processes: state
                 .processes
                 .values()

@@ -83,13 +83,16 @@ impl Script {
     /// calls, or the final answer.
     pub fn reply(&self, req: &RecordedRequest) -> MockReply {
         let last = last_turn(req);
+        // Prompt tokens as a server would count them, about a quarter of
+        // the body's bytes, so the compaction decision sees real sizes.
+        let prompt = serde_json::to_vec(&req.body).map_or(0, |b| b.len() as u64 / 4);
         if !req.has_tools() {
             return MockReply::text(&format!("[torture summary] work done up to turn tq{last}x"))
                 .with_usage(SUMMARY_USAGE.0, SUMMARY_USAGE.1);
         }
         let n = last + 1;
         if n > self.turns {
-            return MockReply::text("all turns done").with_usage(100, 3);
+            return MockReply::text("all turns done").with_usage(prompt, 3);
         }
         let calls = self.calls(n);
         let ids: Vec<&str> = calls.iter().map(|(c, _)| c.id.as_str()).collect();
@@ -100,7 +103,7 @@ impl Script {
                 .collect(),
         )
         .with_ids(&ids)
-        .with_usage(100 + n, 10 + n % 7)
+        .with_usage(prompt + n, 10 + n % 7)
     }
 
     /// The call with this id, if the script has it.
