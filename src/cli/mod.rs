@@ -5,6 +5,7 @@
 
 pub mod args;
 mod demo;
+mod endpoints;
 pub mod inspect;
 mod logcmd;
 mod resume;

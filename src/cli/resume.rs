@@ -296,6 +296,16 @@ fn config_for(run: &RunStarted, args: &ResumeArgs) -> Result<RunConfig, CliError
     }
     if let Some(url) = &flags.base_url {
         m.base_url = Some(url.clone());
+    } else if let Some(url) = m.base_url.as_deref()
+        && local.model.base_url.as_deref() != Some(url)
+        && super::run::api_key(m.provider, m.api_key_env.as_deref()).is_some()
+    {
+        // A key would go to a server only the log names.
+        let var = m
+            .api_key_env
+            .as_deref()
+            .unwrap_or(m.provider.default_key_env());
+        super::endpoints::check_recorded(&super::run::home()?, url, var)?;
     }
     if let Some(var) = &flags.api_key_env {
         m.api_key_env = Some(var.clone());
@@ -506,6 +516,11 @@ pub async fn resume(args: &ResumeArgs) -> Result<i32, CliError> {
     };
     let limits = new_limits(&store.state().limits, args);
     let provider = provider_for(&config)?;
+    if let (Some(url), Ok(home)) = (&args.provider.base_url, super::run::home())
+        && let Err(e) = super::endpoints::remember(&home, url)
+    {
+        crate::agent::output::err_line(&format!("warning: {}", e.message));
+    }
     let protected = super::run::protected_for(&wal, args.config.as_deref(), &config);
     let env = exec_env(&config, &protected)?;
     super::say(&format!("log: {}", wal.display()));

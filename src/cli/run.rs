@@ -304,6 +304,15 @@ pub fn test_seams() -> Result<TestSeams, CliError> {
 pub async fn run(args: &RunArgs) -> Result<i32, CliError> {
     let plan = plan_run(args)?;
     let provider = provider_for(&plan.config)?;
+    // The person chose this server: a resume may send the key there.
+    if let (Some(url), Ok(home)) = (&plan.config.model.base_url, home())
+        && let Err(e) = super::endpoints::remember(&home, url)
+    {
+        crate::agent::output::err_line(&format!(
+            "warning: {}; a resume will ask for --base-url",
+            e.message
+        ));
+    }
     let protected = protected_for(&plan.wal, args.config.as_deref(), &plan.config);
     let env = exec_env(&plan.config, &protected)?;
     // Store::create makes the log's directory (durably) when it is missing.

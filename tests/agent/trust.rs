@@ -317,3 +317,85 @@ fn a_log_naming_a_non_key_variable_as_the_key_is_refused() {
     let out = output(resume);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }
+
+/// A log forged to name another model server never gets the person's key
+/// sent there: resume refuses (exit 2, naming the server and the flag that
+/// trusts it) and changes nothing; the server the run was given is trusted,
+/// and so is one the person names with --base-url.
+#[test]
+fn a_log_forged_to_name_another_server_does_not_get_the_key() {
+    let sb = Sandbox::new();
+    let server = MockServer::start(vec![MockReply::text("hi"), MockReply::text("resumed")]);
+    let evil = MockServer::start(vec![MockReply::text("thanks for the key")]);
+    let mut cmd = sb.run_cmd(&server.base_url(), "trust");
+    cmd.env("OPENAI_API_KEY", "sk-test-forged-url")
+        .env("TINYAGENT_CRASH_AFTER", "model.response:1");
+    let out = output(cmd);
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(9), "{}", stderr(&out));
+    let home_file = sb.home().join("endpoints");
+    assert!(
+        std::fs::read_to_string(&home_file)
+            .unwrap()
+            .contains(&server.base_url()),
+        "the run remembered the server it was given"
+    );
+
+    // The real log resumes against its own server, key and all.
+    let untouched = sb.path("untouched.wal");
+    std::fs::copy(sb.wal(), &untouched).unwrap();
+    forge_run_started(&sb.wal(), |r| r.base_url = Some(evil.base_url()));
+    let before = std::fs::read(sb.wal()).unwrap();
+    let mut resume = sb.resume_cmd();
+    resume.env("OPENAI_API_KEY", "sk-test-forged-url");
+    let out = output(resume);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains(&evil.base_url()), "{err}");
+    assert!(
+        err.contains("OPENAI_API_KEY") && err.contains("--base-url"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(sb.wal()).unwrap(), before, "nothing changed");
+    assert_eq!(evil.request_count(), 0, "nothing was sent there");
+
+    // Without a key nothing is at stake.
+    let mut resume = sb.resume_cmd();
+    resume.args(["--message", "go on"]);
+    let out = output(resume);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(evil.request_count(), 1);
+    assert!(evil.recorded()[0].header("authorization").is_none());
+
+    // The person can choose to trust it.
+    let evil2 = MockServer::start(vec![MockReply::text("chosen")]);
+    let mut resume = sb.resume_cmd();
+    resume.env("OPENAI_API_KEY", "sk-test-forged-url").args([
+        "--base-url",
+        &evil2.base_url(),
+        "--message",
+        "again",
+    ]);
+    let out = output(resume);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        evil2.recorded()[0].header("authorization"),
+        Some("Bearer sk-test-forged-url")
+    );
+    assert!(
+        std::fs::read_to_string(&home_file)
+            .unwrap()
+            .contains(&evil2.base_url())
+    );
+
+    // The log as the run wrote it resumes with the key, to its own server.
+    std::fs::rename(&untouched, sb.wal()).unwrap();
+    let mut resume = sb.resume_cmd();
+    resume.env("OPENAI_API_KEY", "sk-test-forged-url");
+    let out = output(resume);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        server.recorded().last().unwrap().header("authorization"),
+        Some("Bearer sk-test-forged-url")
+    );
+}

@@ -26,6 +26,10 @@ impl Sandbox {
     pub fn wal(&self) -> PathBuf {
         self.dir.path().join("run.wal")
     }
+    /// This sandbox's `TINYAGENT_HOME` (the commands it builds set it).
+    pub fn home(&self) -> PathBuf {
+        self.dir.path().join("home")
+    }
     pub fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }
@@ -64,6 +68,7 @@ impl Sandbox {
             .arg(self.fast_config(toml))
             .arg(task)
             .env_remove("OPENAI_API_KEY")
+            .env("TINYAGENT_HOME", self.home())
             .stdin(Stdio::null());
         c
     }
@@ -73,6 +78,7 @@ impl Sandbox {
             .arg("resume")
             .arg(self.wal())
             .env_remove("OPENAI_API_KEY")
+            .env("TINYAGENT_HOME", self.home())
             .stdin(Stdio::null());
         c
     }

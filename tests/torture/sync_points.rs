@@ -81,7 +81,13 @@ fn a_step_of_n_calls_costs_at_most_n_plus_one_syncs_and_no_command_runs_before_i
     let mut step_saved_written = false;
     let mut unsynced_started: Vec<String> = Vec::new();
     let mut execs_before_sync = Vec::new();
-    for line in trace.lines() {
+    // From the log's open on: the same fd number may have named another
+    // file before (one the run wrote and synced before its log).
+    let opened = trace
+        .lines()
+        .position(|l| l.contains("openat(") && l.contains(&format!("\"{wal}\"")))
+        .unwrap_or(0);
+    for line in trace.lines().skip(opened) {
         if on_log(line, "write") {
             if line.contains("\\\"type\\\":\\\"tool.started\\\"") {
                 unsynced_started.push(line.to_string());
