@@ -23,6 +23,8 @@ pub enum Command {
     Run(RunArgs),
     /// Continue a stopped or crashed run in place, appending to its log.
     Resume(ResumeArgs),
+    /// The runs under $TINYAGENT_HOME, newest first: this workspace's, or all.
+    Sessions(SessionsArgs),
     /// Look at, check, repair, export or import a log.
     #[command(subcommand)]
     Log(LogCommand),
@@ -106,7 +108,11 @@ pub struct RunArgs {
 #[derive(Debug, Args, Clone, Default)]
 pub struct ResumeArgs {
     /// The log (or a whole-file trajectory JSON, which is imported first).
-    pub path: PathBuf,
+    #[arg(required_unless_present = "last", conflicts_with = "last")]
+    pub path: Option<PathBuf>,
+    /// Resume the newest run of this workspace (see `tinyagent sessions`).
+    #[arg(long)]
+    pub last: bool,
     #[arg(long)]
     pub json: bool,
     #[arg(long)]
@@ -132,6 +138,24 @@ pub struct ResumeArgs {
     /// file: the workspace it names is not taken on its word).
     #[arg(long)]
     pub cwd: Option<PathBuf>,
+}
+
+#[derive(Debug, Args, Clone, Default)]
+pub struct SessionsArgs {
+    /// Every workspace's runs, not only those of the current directory.
+    #[arg(long)]
+    pub all: bool,
+    /// One JSON array of runs on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl ResumeArgs {
+    /// The log or trajectory to resume (set by `--last` before anything
+    /// reads it).
+    pub fn log(&self) -> &std::path::Path {
+        self.path.as_deref().unwrap_or(std::path::Path::new(""))
+    }
 }
 
 #[derive(Debug, Subcommand)]

@@ -11,6 +11,7 @@ mod logcmd;
 mod resume;
 mod run;
 pub mod secrets;
+mod sessions;
 
 use crate::agent::AgentError;
 use crate::event::RunStatus;
@@ -96,7 +97,18 @@ pub fn finished(status: RunStatus, wal: &std::path::Path) -> Result<i32, CliErro
 /// `resume` the API keys are first taken out of the environment, which may
 /// re-execute the process (see [`secrets`]): call this before any thread
 /// starts.
-pub fn main(cli: Cli) -> i32 {
+pub fn main(mut cli: Cli) -> i32 {
+    if let Command::Resume(a) = &mut cli.command
+        && a.last
+    {
+        match newest_run(a.cwd.as_deref()) {
+            Ok(log) => a.path = Some(log),
+            Err(e) => {
+                crate::agent::output::err_line(&format!("tinyagent: {}", e.message));
+                return e.code;
+            }
+        }
+    }
     if matches!(cli.command, Command::Run(_) | Command::Resume(_))
         && let Err(e) = secrets::isolate(&secrets::named_key_vars(&cli.command))
     {
@@ -140,6 +152,17 @@ fn listen_for_stop() -> Result<(), CliError> {
     crate::signals::install().map_err(|e| CliError::new(1, format!("cannot handle signals: {e}")))
 }
 
+/// `resume --last`: the newest run of `cwd` (default: the current
+/// directory).
+fn newest_run(cwd: Option<&std::path::Path>) -> Result<std::path::PathBuf, CliError> {
+    let here = match cwd {
+        Some(dir) => dir.to_path_buf(),
+        None => std::env::current_dir()
+            .map_err(|e| CliError::new(1, format!("no current directory: {e}")))?,
+    };
+    sessions::last(&run::home()?, &here)
+}
+
 async fn dispatch(cli: Cli) -> Result<i32, CliError> {
     catch_file_size_signal();
     match cli.command {
@@ -152,6 +175,9 @@ async fn dispatch(cli: Cli) -> Result<i32, CliError> {
             resume::resume(&a).await
         }
         Command::Log(cmd) => tokio::task::block_in_place(|| logcmd::log(cmd)),
+        Command::Sessions(a) => tokio::task::block_in_place(|| {
+            sessions::sessions(a.all, a.json, &mut std::io::stdout().lock())
+        }),
         Command::Bench(args::BenchCommand::Save(a)) => tokio::task::block_in_place(|| {
             let (mut out, mut err) = (std::io::stdout(), std::io::stderr());
             crate::bench::bench_save(&a, &mut out, &mut err).map_err(CliError::from)

@@ -149,15 +149,16 @@ enum Source {
 /// Stage 1: what to resume (a trajectory is read, not yet imported) and its
 /// `run.started`. Nothing is written.
 fn locate(args: &ResumeArgs) -> Result<(Source, RunStarted), CliError> {
-    if is_trajectory(&args.path) {
-        let t = read_trajectory(&args.path, &wal_for_json(&args.path))?;
+    let path = args.log();
+    if is_trajectory(path) {
+        let t = read_trajectory(path, &wal_for_json(path))?;
         let run = t
             .run_started()
             .cloned()
-            .ok_or_else(|| CliError::refused(format!("{}: no run.started", args.path.display())))?;
+            .ok_or_else(|| CliError::refused(format!("{}: no run.started", path.display())))?;
         return Ok((Source::Trajectory(t), run));
     }
-    let wal = args.path.clone();
+    let wal = path.to_path_buf();
     if !wal.exists() {
         return Err(CliError::refused(format!("{}: no such log", wal.display())));
     }

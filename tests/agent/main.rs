@@ -25,6 +25,7 @@ mod plan_e2e;
 mod resume_e2e;
 mod sandbox_e2e;
 mod secrets;
+mod sessions;
 mod signals;
 mod tools_bash;
 mod tools_files;

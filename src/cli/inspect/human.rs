@@ -84,14 +84,34 @@ fn header(r: &Report, out: &mut dyn Write) -> io::Result<()> {
         "model",
         &format!("{} via {}{via}", or_dash(&r.model), or_dash(&r.provider)),
     )?;
+    let liveness = if r.live {
+        " (live: a process holds the log)"
+    } else if r.status == "running" {
+        " (stopped: no process holds the log; `tinyagent resume` continues it)"
+    } else {
+        ""
+    };
     let mut status = format!(
-        "{}  step {} (saved {}), {} messages",
+        "{}{liveness}  step {} (saved {}), {} messages",
         r.status, r.steps, r.saved_step, r.messages
     );
     if r.read_only {
         status.push_str(", read-only");
     }
     row(out, "status", &status)?;
+    if let Some(ws) = &r.workspace {
+        row(out, "workspace", ws)?;
+    }
+    if let Some(start) = &r.started_at {
+        let mut when = format!("started {start}");
+        if let Some(end) = &r.last_write_at {
+            when.push_str(&format!(", last written {end}"));
+        }
+        if let Some(d) = r.duration_s {
+            when.push_str(&format!(" ({d} s)"));
+        }
+        row(out, "time", &when)?;
+    }
     row(out, "integrity", &integrity(r))?;
     let snapshot = r.snapshot.as_ref().map_or("none".to_string(), |s| {
         format!("seq {} ({})", group(s.seq), s.path)

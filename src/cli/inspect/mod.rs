@@ -190,6 +190,16 @@ pub struct Report {
     pub limits: Limits,
     /// What the reader noticed beside the log (a damaged snapshot, ...).
     pub warnings: Vec<String>,
+    /// The workspace the run works in.
+    pub workspace: Option<String>,
+    /// When the run started (its first record's `ts`).
+    pub started_at: Option<String>,
+    /// When the log was last written (its modification time), UTC.
+    pub last_write_at: Option<String>,
+    /// Seconds from the start to the last write.
+    pub duration_s: Option<f64>,
+    /// A process holds the log's lock: the run is going on now.
+    pub live: bool,
 }
 
 /// The fold `inspect` reads a log with: what the report shows, in memory
@@ -327,6 +337,13 @@ impl Report {
             hooks: HooksJson::default(),
             resumes: state.resumes,
             limits: state.limits.clone(),
+            workspace: run
+                .map(|r| r.settings.cwd.clone())
+                .filter(|c| !c.is_empty()),
+            started_at: None,
+            last_write_at: None,
+            duration_s: None,
+            live: false,
             warnings: Vec::new(),
         }
     }
@@ -370,6 +387,17 @@ pub fn read_report(path: &Path) -> anyhow::Result<Report> {
     let mut report = Report::new(path, &loaded.state, &loaded.scan, snapshot);
     report.hooks = hooks;
     report.warnings = loaded.warnings;
+    report.live = locked(path);
+    report.started_at = first_ts(path);
+    let modified = std::fs::metadata(path).and_then(|m| m.modified()).ok();
+    report.last_write_at = modified.map(|t| humantime::format_rfc3339_millis(t).to_string());
+    report.duration_s = match (&report.started_at, modified) {
+        (Some(start), Some(end)) => humantime::parse_rfc3339(start)
+            .ok()
+            .and_then(|start| end.duration_since(start).ok())
+            .map(|d| (d.as_secs_f64() * 10.0).round() / 10.0),
+        _ => None,
+    };
     for file in [snapshot::snapshot_path(path), snapshot::backup_path(path)] {
         if loaded.snapshot.is_none() && file.exists() {
             report.warnings.push(format!(
@@ -379,6 +407,29 @@ pub fn read_report(path: &Path) -> anyhow::Result<Report> {
         }
     }
     Ok(report)
+}
+
+/// Whether another process holds the log's lock (a live writer). Probed
+/// with a shared lock, taken and let go at once; a resume that starts in
+/// that instant waits for it (see `open_when_free`).
+pub fn locked(path: &Path) -> bool {
+    let Ok(f) = std::fs::File::open(path) else {
+        return false;
+    };
+    matches!(f.try_lock_shared(), Err(std::fs::TryLockError::WouldBlock))
+}
+
+/// The first record's `ts`, read from the first line alone.
+pub fn first_ts(path: &Path) -> Option<String> {
+    use std::io::{BufRead, Read};
+    let f = std::fs::File::open(path).ok()?;
+    // A run.started record is a few KB; a line this long is not one.
+    let mut line = Vec::new();
+    std::io::BufReader::new(f.take(1 << 20))
+        .read_until(b'\n', &mut line)
+        .ok()?;
+    let v: serde_json::Value = serde_json::from_slice(&line).ok()?;
+    v["ts"].as_str().map(str::to_string)
 }
 
 /// `tinyagent log inspect <WAL> [--json]`.

@@ -1,0 +1,187 @@
+//! `tinyagent sessions`: the runs under `$TINYAGENT_HOME/runs`, newest
+//! first, and the newest of a workspace for `resume --last`.
+//!
+//! Each log is read the way `log inspect` reads it (snapshot, then the
+//! records after it, in bounded memory) and probed for a live writer with a
+//! shared lock. A log that cannot be read is listed as `unreadable` with
+//! the reason, never skipped in silence and never an error for the list.
+
+use super::CliError;
+use super::inspect::{Report, read_report};
+use serde::Serialize;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// One row of the list.
+#[derive(Debug, Clone, Serialize)]
+pub struct Session {
+    pub run_id: Option<String>,
+    pub started_at: Option<String>,
+    pub task: Option<String>,
+    /// `running` (a process holds the lock), `stopped` (the last record is
+    /// not `run.finished`), the finished status, or `unreadable`.
+    pub status: String,
+    pub steps: u64,
+    pub cost_usd: f64,
+    pub workspace: Option<String>,
+    pub log: String,
+    /// Why the log could not be read (status `unreadable`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl Session {
+    fn of(log: &Path, report: &Report) -> Session {
+        let status = if report.live {
+            "running"
+        } else if report.status == "running" {
+            "stopped"
+        } else {
+            report.status
+        };
+        Session {
+            run_id: report.run_id.clone(),
+            started_at: report.started_at.clone(),
+            task: report.task.clone(),
+            status: status.to_string(),
+            steps: report.steps,
+            cost_usd: report.usage.cost_usd,
+            workspace: report.workspace.clone(),
+            log: log.display().to_string(),
+            error: None,
+        }
+    }
+
+    fn unreadable(log: &Path, why: String) -> Session {
+        Session {
+            run_id: None,
+            started_at: None,
+            task: None,
+            status: "unreadable".into(),
+            steps: 0,
+            cost_usd: 0.0,
+            workspace: None,
+            log: log.display().to_string(),
+            error: Some(why),
+        }
+    }
+}
+
+/// Every run under `home`, newest first; only those of `workspace` when
+/// given (compared as canonical paths).
+pub fn list(home: &Path, workspace: Option<&Path>) -> Vec<Session> {
+    let Ok(dir) = std::fs::read_dir(home.join("runs")) else {
+        return Vec::new();
+    };
+    let mut logs: Vec<PathBuf> = dir
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "wal") && p.is_file())
+        .collect();
+    logs.sort();
+    let want = workspace.map(canonical);
+    let mut rows: Vec<Session> = logs
+        .iter()
+        .map(|log| match read_report(log) {
+            Ok(r) => Session::of(log, &r),
+            Err(e) => Session::unreadable(log, e.to_string()),
+        })
+        .filter(|s| match (&want, &s.workspace) {
+            (None, _) => true,
+            (Some(w), Some(ws)) => canonical(Path::new(ws)) == *w,
+            // An unreadable log belongs to no workspace we can tell: it is
+            // shown with --all only.
+            (Some(_), None) => false,
+        })
+        .collect();
+    // Newest first: the start time, then the log's name (run ids sort by
+    // time too).
+    rows.sort_by(|a, b| {
+        (b.started_at.as_deref(), b.log.as_str()).cmp(&(a.started_at.as_deref(), a.log.as_str()))
+    });
+    rows
+}
+
+fn canonical(p: &Path) -> PathBuf {
+    std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
+/// The log of the newest run of `workspace`, for `resume --last`.
+///
+/// # Errors
+/// Exit 2 when the workspace has no run under `home`.
+pub fn last(home: &Path, workspace: &Path) -> Result<PathBuf, CliError> {
+    list(home, Some(workspace))
+        .into_iter()
+        .find(|s| s.status != "unreadable")
+        .map(|s| PathBuf::from(s.log))
+        .ok_or_else(|| {
+            CliError::refused(format!(
+                "no run of {} under {}: start one with `tinyagent run`, or list them all with \
+                 `tinyagent sessions --all`",
+                workspace.display(),
+                home.join("runs").display()
+            ))
+        })
+}
+
+/// `tinyagent sessions [--all] [--json]`.
+///
+/// # Errors
+/// No home to look in, or stdout closed.
+pub fn sessions(all: bool, json: bool, out: &mut dyn Write) -> Result<i32, CliError> {
+    let home = super::run::home()?;
+    let here = std::env::current_dir()
+        .map_err(|e| CliError::new(1, format!("no current directory: {e}")))?;
+    let rows = list(&home, (!all).then_some(here.as_path()));
+    let io = |e: std::io::Error| CliError::new(1, format!("cannot write the list: {e}"));
+    if json {
+        serde_json::to_writer(&mut *out, &rows).map_err(|e| CliError::new(1, e.to_string()))?;
+        writeln!(out).map_err(io)?;
+        return Ok(0);
+    }
+    if rows.is_empty() {
+        let whose = if all {
+            String::new()
+        } else {
+            format!(" of {}", here.display())
+        };
+        writeln!(
+            out,
+            "no runs{whose} under {} (`tinyagent sessions --all` lists every workspace's)",
+            home.join("runs").display()
+        )
+        .map_err(io)?;
+        return Ok(0);
+    }
+    for s in &rows {
+        let when = s
+            .started_at
+            .as_deref()
+            .map_or("-", |t| t.get(..19).unwrap_or(t))
+            .replace('T', " ");
+        let task = crate::text::first_line(s.task.as_deref().unwrap_or("-"), 60);
+        writeln!(
+            out,
+            "{:<22} {when}  {:<11} {:>4} steps  ${:.4}  {task}",
+            s.run_id.as_deref().unwrap_or("?"),
+            s.status,
+            s.steps,
+            s.cost_usd
+        )
+        .map_err(io)?;
+        let place = match (&s.error, all, &s.workspace) {
+            (Some(e), _, _) => format!("unreadable: {e}"),
+            (None, true, Some(ws)) => format!("in {ws}"),
+            _ => String::new(),
+        };
+        writeln!(
+            out,
+            "    {}{}{place}",
+            s.log,
+            if place.is_empty() { "" } else { "  " }
+        )
+        .map_err(io)?;
+    }
+    Ok(0)
+}
