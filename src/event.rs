@@ -201,6 +201,10 @@ pub struct RunSettings {
     /// Per-request timeout in seconds.
     #[serde(default)]
     pub request_timeout_s: Option<u64>,
+    /// The `AGENTS.md` files whose text is in the system prompt, from the
+    /// git root down to the workspace.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub instructions: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

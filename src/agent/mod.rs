@@ -11,6 +11,7 @@ mod call;
 pub(crate) mod compaction;
 mod hook_calls;
 pub(crate) mod hooks;
+pub mod instructions;
 pub(crate) mod output;
 pub mod prompt;
 pub(crate) mod resume;

@@ -103,6 +103,10 @@ pub struct RunArgs {
     /// Stream model output (SSE) where the provider supports it.
     #[arg(long)]
     pub stream: bool,
+    /// Leave the AGENTS.md files of the workspace and its repository out of
+    /// the system prompt.
+    #[arg(long)]
+    pub no_agents_md: bool,
 }
 
 #[derive(Debug, Args, Clone, Default)]

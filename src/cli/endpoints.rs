@@ -7,7 +7,8 @@
 //! (or a `resume --base-url`) was given is remembered in
 //! `$TINYAGENT_HOME/endpoints` (0600, one URL a line), and `resume` sends a
 //! key only to a provider's public endpoint, to a remembered URL, to the
-//! local config's, or to one given with `--base-url` now. Without a key
+//! local config's or the environment's (`OPENAI_BASE_URL`,
+//! `ANTHROPIC_BASE_URL`), or to one given with `--base-url` now. Without a key
 //! nothing is at stake and nothing is refused.
 
 use super::CliError;

@@ -299,6 +299,7 @@ fn config_for(run: &RunStarted, args: &ResumeArgs) -> Result<RunConfig, CliError
         m.base_url = Some(url.clone());
     } else if let Some(url) = m.base_url.as_deref()
         && local.model.base_url.as_deref() != Some(url)
+        && m.provider.base_url_from_env().as_deref() != Some(url)
         && super::run::api_key(m.provider, m.api_key_env.as_deref()).is_some()
     {
         // A key would go to a server only the log names.

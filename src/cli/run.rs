@@ -23,6 +23,9 @@ pub struct RunPlan {
     /// The tool set `started` records the signature of.
     pub tools: ToolSet,
     pub json: bool,
+    /// Lines for the person about the run's set-up (instruction files not
+    /// read or cut), printed when the run starts.
+    pub notes: Vec<String>,
 }
 
 fn new_run_id() -> String {
@@ -106,7 +109,14 @@ pub fn resolve(args: &RunArgs, file: &Config) -> Result<RunConfig, CliError> {
             provider,
             name: (args.provider.model.clone().or(m.name.clone()))
                 .unwrap_or_else(|| provider.default_model().into()),
-            base_url: args.provider.base_url.clone().or(m.base_url.clone()),
+            // Flag, then the config file, then OPENAI_BASE_URL /
+            // ANTHROPIC_BASE_URL.
+            base_url: args
+                .provider
+                .base_url
+                .clone()
+                .or(m.base_url.clone())
+                .or_else(|| provider.base_url_from_env()),
             api_key_env: args.provider.api_key_env.clone().or(m.api_key_env.clone()),
             price_in: args.price_in.or(m.price_in).unwrap_or(0.0),
             price_out: args.price_out.or(m.price_out).unwrap_or(0.0),
@@ -170,6 +180,33 @@ pub fn new_run(args: &RunArgs, config: RunConfig) -> Result<RunPlan, CliError> {
         )));
     }
     let workspace = config.workspace.display().to_string();
+    let instructions = if args.no_agents_md {
+        crate::agent::instructions::Instructions::default()
+    } else {
+        crate::agent::instructions::load(&config.workspace)
+    };
+    let mut notes: Vec<String> = instructions
+        .skipped
+        .iter()
+        .map(|why| format!("warning: {why}"))
+        .collect();
+    if !instructions.cut.is_empty() {
+        notes.push(format!(
+            "warning: project instructions cut to {} KiB: {}",
+            crate::agent::instructions::MAX_BYTES / 1024,
+            instructions
+                .cut
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    let mut system_prompt =
+        prompt::system_prompt(&workspace, config.read_only, config.plan_enabled);
+    system_prompt.push_str(&instructions.prompt_section());
+    let mut settings = config.settings();
+    settings.instructions = instructions.paths();
     let started = RunStarted {
         schema_version: SCHEMA_VERSION,
         run_id,
@@ -182,8 +219,8 @@ pub fn new_run(args: &RunArgs, config: RunConfig) -> Result<RunPlan, CliError> {
         tool_signature: tools.signature(),
         tools: tools.names(),
         limits: config.limits.clone(),
-        system_prompt: prompt::system_prompt(&workspace, config.read_only, config.plan_enabled),
-        settings: config.settings(),
+        system_prompt,
+        settings,
     };
     Ok(RunPlan {
         wal,
@@ -191,6 +228,7 @@ pub fn new_run(args: &RunArgs, config: RunConfig) -> Result<RunPlan, CliError> {
         started,
         tools,
         json: args.json,
+        notes,
     })
 }
 
@@ -304,6 +342,9 @@ pub fn test_seams() -> Result<TestSeams, CliError> {
 pub async fn run(args: &RunArgs) -> Result<i32, CliError> {
     let plan = plan_run(args)?;
     let provider = provider_for(&plan.config)?;
+    for note in &plan.notes {
+        crate::agent::output::err_line(note);
+    }
     // The person chose this server: a resume may send the key there.
     if let (Some(url), Ok(home)) = (&plan.config.model.base_url, home())
         && let Err(e) = super::endpoints::remember(&home, url)

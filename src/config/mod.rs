@@ -94,6 +94,23 @@ impl ProviderKind {
         }
     }
 
+    /// The variable a base URL is taken from when neither a flag nor the
+    /// config names one (`None` for the script provider).
+    pub fn base_url_env(self) -> Option<&'static str> {
+        match self {
+            ProviderKind::OpenAi => Some("OPENAI_BASE_URL"),
+            ProviderKind::Anthropic => Some("ANTHROPIC_BASE_URL"),
+            ProviderKind::Script => None,
+        }
+    }
+
+    /// The base URL from [`ProviderKind::base_url_env`], if set.
+    pub fn base_url_from_env(self) -> Option<String> {
+        std::env::var(self.base_url_env()?)
+            .ok()
+            .filter(|v| !v.trim().is_empty())
+    }
+
     /// The variable the API key is read from when none is named.
     pub fn default_key_env(self) -> &'static str {
         match self {
@@ -329,6 +346,7 @@ impl RunConfig {
             max_retries: Some(m.max_retries),
             retry_base_ms: Some(u64::try_from(m.retry_base.as_millis()).unwrap_or(u64::MAX)),
             request_timeout_s: Some(m.request_timeout.as_secs()),
+            instructions: Vec::new(),
         }
     }
 }

@@ -9,9 +9,11 @@
 mod support;
 
 mod agent_e2e;
+mod cli_surface;
 mod compaction_e2e;
 mod compaction_resume_e2e;
 mod hooks_e2e;
+mod instructions_e2e;
 mod log_cli_bench;
 mod log_cli_inspect;
 mod log_cli_inspect_memory;
