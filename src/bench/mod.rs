@@ -36,8 +36,8 @@ pub struct BenchSaveArgs {
     /// One JSON object per run length measured.
     #[arg(long)]
     pub json: bool,
-    /// Run lengths (messages) to measure.
-    #[arg(long, value_delimiter = ',', default_values_t = vec![10u64, 100, 1000, 10000])]
+    /// Run lengths (messages) to measure: `10,100` or `10 100`.
+    #[arg(long, value_delimiter = ',', num_args = 1.., default_values_t = vec![10u64, 100, 1000, 10000])]
     pub lengths: Vec<u64>,
     /// Saves timed per length and method.
     #[arg(long, default_value_t = 50)]
@@ -45,7 +45,8 @@ pub struct BenchSaveArgs {
     /// Size of a tool output in bytes.
     #[arg(long, default_value_t = 3000)]
     pub output_bytes: usize,
-    /// Directory for the scratch files (default: a temp dir in the current directory).
+    /// Directory for the scratch files (default: a temporary one in the
+    /// current directory).
     #[arg(long)]
     pub dir: Option<PathBuf>,
 }

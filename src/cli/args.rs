@@ -10,7 +10,12 @@ use std::path::PathBuf;
 #[command(
     name = "tinyagent",
     version,
-    about = "A coding agent whose runs survive crashes"
+    about = "A coding agent whose runs survive crashes",
+    long_about = "A coding agent whose runs survive crashes: every step is written to a \
+                  CRC-framed, fdatasync'd log before anything depends on it, so a run killed at \
+                  any moment resumes where it stopped.",
+    after_help = "Logs go to $TINYAGENT_HOME/runs (default ~/.local/state/tinyagent/runs). \
+                  Start with `tinyagent demo` (offline); `tinyagent sessions` lists your runs."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -20,8 +25,10 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Start a new run; prints the log path on stderr.
+    #[command(after_help = RUN_EXAMPLES)]
     Run(RunArgs),
     /// Continue a stopped or crashed run in place, appending to its log.
+    #[command(after_help = RESUME_EXAMPLES)]
     Resume(ResumeArgs),
     /// The runs under $TINYAGENT_HOME, newest first: this workspace's, or all.
     Sessions(SessionsArgs),
@@ -33,17 +40,54 @@ pub enum Command {
     Bench(BenchCommand),
     /// An offline end-to-end run with a built-in scripted model.
     Demo(DemoArgs),
+    /// Shell completions for bash, zsh, fish, elvish or PowerShell, on stdout.
+    Completions(CompletionsArgs),
+    /// The manual page (roff), on stdout: `tinyagent man | man -l -`.
+    Man,
+}
+
+const RUN_EXAMPLES: &str = "Examples:
+  tinyagent run \"fix the failing test in src/parse.rs\"
+  tinyagent run --base-url http://127.0.0.1:11434/v1 --model qwen2.5-coder:7b \"add a --verbose flag\"
+  tinyagent run --provider anthropic --model claude-sonnet-4-5 --plan \"port the build to cargo\"
+  tinyagent run --price-in 0.15 --price-out 0.60 --max-cost 1.00 \"...\"
+  tinyagent run --wal run.wal --json \"...\" > events.jsonl
+
+The log path is printed on stderr; after a crash or Ctrl-C, `tinyagent resume <log>` continues.";
+
+const RESUME_EXAMPLES: &str = "Examples:
+  tinyagent resume --last                         the newest run of this directory
+  tinyagent resume ~/.local/state/tinyagent/runs/r20261201-abcd.wal
+  tinyagent resume run.wal --max-steps 80         raise a limit that stopped the run
+  tinyagent resume run.wal --message \"now also update the docs\"
+  tinyagent resume old-run.json --cwd .           a trajectory file: imported first
+
+Provider settings come from the log; hooks and the environment from the local config.";
+
+#[derive(Debug, Args, Clone)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }
 
 #[derive(Debug, Args, Clone, Default)]
 pub struct ProviderArgs {
+    /// Model API (default: model.provider in the config, else openai; on
+    /// resume: the log's).
     #[arg(long, value_enum)]
     pub provider: Option<ProviderKind>,
+    /// Model name (default: model.name, else the provider's default; on
+    /// resume: the log's).
     #[arg(long)]
     pub model: Option<String>,
+    /// Server base URL, e.g. http://127.0.0.1:11434/v1 (default:
+    /// model.base_url, else OPENAI_BASE_URL / ANTHROPIC_BASE_URL, else the
+    /// provider's public endpoint; on resume: the log's).
     #[arg(long)]
     pub base_url: Option<String>,
-    /// Environment variable holding the API key.
+    /// Environment variable holding the API key (default: OPENAI_API_KEY or
+    /// ANTHROPIC_API_KEY).
     #[arg(long)]
     pub api_key_env: Option<String>,
 }
@@ -61,46 +105,60 @@ pub struct RunArgs {
     pub wal: Option<PathBuf>,
     #[command(flatten)]
     pub provider: ProviderArgs,
-    /// Scripted model responses (provider script).
+    /// JSON file of scripted model turns (required by --provider script).
     #[arg(long)]
     pub script: Option<PathBuf>,
-    /// USD per million input tokens.
+    /// USD per million input tokens, for the cost shown and --max-cost
+    /// (default: model.price_in, else 0).
     #[arg(long)]
     pub price_in: Option<f64>,
-    /// USD per million output tokens.
+    /// USD per million output tokens (default: model.price_out, else 0).
     #[arg(long)]
     pub price_out: Option<f64>,
+    /// Stop after this many model steps (default: limits.max_steps, else
+    /// unlimited); exit 3.
     #[arg(long)]
     pub max_steps: Option<u64>,
+    /// Stop once the run has cost this many USD (default:
+    /// limits.max_cost_usd, else unlimited; needs prices); exit 3.
     #[arg(long)]
     pub max_cost: Option<f64>,
+    /// Stop after this many malformed tool calls in a row (default:
+    /// limits.max_format_errors, else 3); exit 3.
     #[arg(long)]
     pub max_format_errors: Option<u32>,
-    /// Enable the update_plan tool.
+    /// Enable the update_plan tool and the plan pinned in every request
+    /// (default: plan.enabled, else off).
     #[arg(long)]
     pub plan: bool,
-    /// Read-only Markdown mirror of the plan (requires --plan).
+    /// Read-only Markdown mirror of the plan, rewritten on every update
+    /// (requires --plan; default: plan.file, else none).
     #[arg(long)]
     pub plan_file: Option<PathBuf>,
-    /// Offer no tool that changes files or runs commands.
+    /// Offer only read, grep and glob: no tool that changes files or runs
+    /// commands.
     #[arg(long)]
     pub read_only: bool,
-    /// Compact the model view when the estimate exceeds this many tokens.
+    /// Compact the history when the request would exceed this many tokens
+    /// (default: compaction.threshold_tokens, else 96000).
     #[arg(long)]
     pub compact_at: Option<u64>,
-    /// Records between background snapshots.
+    /// Records between background snapshots of the run's state (default:
+    /// wal.snapshot_every, else 1000).
     #[arg(long)]
     pub snapshot_every: Option<u64>,
-    /// Workspace the tools act in (default: current directory).
+    /// Workspace the tools act in (default: the current directory).
     #[arg(long)]
     pub cwd: Option<PathBuf>,
-    /// JSON events on stdout; human output goes to stderr.
+    /// JSON events on stdout, one per line; human output goes to stderr.
     #[arg(long)]
     pub json: bool,
-    /// TOML config (default ./tinyagent.toml if present).
+    /// TOML config file (default: ./tinyagent.toml if present); flags
+    /// override it.
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// Stream model output (SSE) where the provider supports it.
+    /// Stream model output (SSE) where the provider supports it (default:
+    /// model.stream, else off).
     #[arg(long)]
     pub stream: bool,
     /// Leave the AGENTS.md files of the workspace and its repository out of
@@ -114,19 +172,23 @@ pub struct ResumeArgs {
     /// The log (or a whole-file trajectory JSON, which is imported first).
     #[arg(required_unless_present = "last", conflicts_with = "last")]
     pub path: Option<PathBuf>,
-    /// Resume the newest run of this workspace (see `tinyagent sessions`).
+    /// Resume the newest run of this workspace (or of --cwd; see
+    /// `tinyagent sessions`).
     #[arg(long)]
     pub last: bool,
+    /// JSON events on stdout, one per line; human output goes to stderr.
     #[arg(long)]
     pub json: bool,
+    /// A new step limit (default: the log's).
     #[arg(long)]
     pub max_steps: Option<u64>,
+    /// A new cost limit in USD (default: the log's).
     #[arg(long)]
     pub max_cost: Option<f64>,
-    /// Raise the limit of consecutive malformed tool calls.
+    /// A new limit of consecutive malformed tool calls (default: the log's).
     #[arg(long)]
     pub max_format_errors: Option<u32>,
-    /// A new user message; continues a finished run.
+    /// A new user message: continues a finished run too.
     #[arg(long)]
     pub message: Option<String>,
     #[command(flatten)]
@@ -164,25 +226,37 @@ impl ResumeArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum LogCommand {
-    /// What the log holds.
+    /// What the log holds: status, liveness, plan, calls, usage, integrity.
     Inspect {
+        /// The log.
         wal: PathBuf,
+        /// One JSON object on stdout.
         #[arg(long)]
         json: bool,
     },
     /// Exit 0 clean, 1 torn tail (resume will cut it), 2 corrupt or unreadable.
-    Verify { wal: PathBuf },
+    Verify {
+        /// The log.
+        wal: PathBuf,
+    },
     /// Cut a torn tail (the cut bytes are kept beside the log).
-    Repair { wal: PathBuf },
+    Repair {
+        /// The log.
+        wal: PathBuf,
+    },
     /// Whole-file trajectory JSON, schema v2.
     Export {
+        /// The log.
         wal: PathBuf,
+        /// Where to write it (default: stdout).
         #[arg(short = 'o', long = "output")]
         output: Option<PathBuf>,
     },
     /// Trajectory JSON v1 or v2 -> log.
     Import {
+        /// The trajectory file (never modified).
         json: PathBuf,
+        /// The new log (refused if it exists).
         #[arg(short = 'o', long = "output")]
         output: PathBuf,
     },
@@ -196,9 +270,11 @@ pub enum BenchCommand {
 
 #[derive(Debug, Args, Clone, Default)]
 pub struct DemoArgs {
-    /// Keep the demo's workspace and log in this directory.
+    /// Put the demo's workspace and log in this directory (default: a new
+    /// temporary one, left in place for you to look at).
     #[arg(long)]
     pub dir: Option<PathBuf>,
+    /// JSON events on stdout.
     #[arg(long)]
     pub json: bool,
 }

@@ -163,6 +163,18 @@ fn newest_run(cwd: Option<&std::path::Path>) -> Result<std::path::PathBuf, CliEr
     sessions::last(&run::home()?, &here)
 }
 
+/// Writes `text` to stdout; a reader that went away (`| head`) is not an
+/// error.
+fn print_all(text: &[u8]) -> Result<i32, CliError> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text).and_then(|()| out.flush()) {
+        Ok(()) => Ok(0),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(0),
+        Err(e) => Err(CliError::new(1, format!("cannot write to stdout: {e}"))),
+    }
+}
+
 async fn dispatch(cli: Cli) -> Result<i32, CliError> {
     catch_file_size_signal();
     match cli.command {
@@ -183,5 +195,20 @@ async fn dispatch(cli: Cli) -> Result<i32, CliError> {
             crate::bench::bench_save(&a, &mut out, &mut err).map_err(CliError::from)
         }),
         Command::Demo(a) => tokio::task::block_in_place(|| demo::demo(&a)),
+        Command::Completions(a) => {
+            // Made in memory first: the generator cannot report a closed
+            // stdout (`tinyagent completions bash | head`) without panicking.
+            let mut text = Vec::new();
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(a.shell, &mut cmd, "tinyagent", &mut text);
+            print_all(&text)
+        }
+        Command::Man => {
+            let mut text = Vec::new();
+            clap_mangen::Man::new(<Cli as clap::CommandFactory>::command())
+                .render(&mut text)
+                .map_err(|e| CliError::new(1, format!("cannot make the man page: {e}")))?;
+            print_all(&text)
+        }
     }
 }

@@ -85,3 +85,140 @@ fn openai_and_anthropic_base_url_variables_are_honoured_below_flags_and_config()
     assert_eq!(anthropic.request_count(), 1);
     assert_eq!(anthropic.recorded()[0].path, "/v1/messages");
 }
+
+/// Every option and argument of every command says what it does; the
+/// options whose value has a default name it.
+#[test]
+fn every_flag_is_described_and_run_and_resume_show_examples() {
+    use clap::CommandFactory;
+    fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+        for arg in cmd.get_arguments() {
+            let id = arg.get_id().as_str();
+            if id == "help" || id == "version" {
+                continue;
+            }
+            if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                missing.push(format!("{path} {id}"));
+            }
+        }
+        for sub in cmd.get_subcommands() {
+            if sub.get_about().is_none() {
+                missing.push(format!("{path} {} (the command)", sub.get_name()));
+            }
+            walk(sub, &format!("{path} {}", sub.get_name()), missing);
+        }
+    }
+    let mut missing = Vec::new();
+    walk(
+        &tinyagent::cli::args::Cli::command(),
+        "tinyagent",
+        &mut missing,
+    );
+    assert!(missing.is_empty(), "undescribed: {missing:#?}");
+
+    let sb = Sandbox::new();
+    let help = |args: &[&str]| {
+        let mut c = tinyagent(&sb);
+        c.args(args);
+        let out = output(c);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let run = help(&["run", "--help"]);
+    assert!(
+        run.contains("Examples:") && run.contains("tinyagent run \""),
+        "{run}"
+    );
+    for default in [
+        "else 96000",
+        "else 1000",
+        "else 3",
+        "else unlimited",
+        "OPENAI_BASE_URL",
+    ] {
+        assert!(run.contains(default), "{default} in {run}");
+    }
+    let resume = help(&["resume", "--help"]);
+    assert!(
+        resume.contains("Examples:") && resume.contains("--last"),
+        "{resume}"
+    );
+    assert!(resume.contains("the log's"), "{resume}");
+}
+
+#[test]
+fn completions_and_the_man_page_come_from_the_same_definitions() {
+    let sb = Sandbox::new();
+    let bin_dir = bin().parent().unwrap().display().to_string();
+    // bash loads the completion and registers it for the command.
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg("source <(tinyagent completions bash) && complete -p tinyagent")
+        .env("PATH", format!("{bin_dir}:/usr/bin:/bin"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("_tinyagent"));
+    for shell in ["zsh", "fish", "elvish", "powershell"] {
+        let mut c = tinyagent(&sb);
+        c.args(["completions", shell]);
+        let out = output(c);
+        assert_eq!(out.status.code(), Some(0), "{shell}: {}", stderr(&out));
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("sessions") && text.contains("resume"),
+            "{shell}"
+        );
+    }
+    let mut c = tinyagent(&sb);
+    c.arg("man");
+    let out = output(c);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let man = String::from_utf8_lossy(&out.stdout);
+    assert!(man.contains(".TH tinyagent 1"), "{man}");
+    assert!(man.contains("sessions") && man.contains("completions"));
+    // A reader that stops early is not an error.
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg("set -o pipefail; tinyagent man | head -c 10 >/dev/null")
+        .env("PATH", format!("{bin_dir}:/usr/bin:/bin"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn bench_lengths_take_commas_or_spaces() {
+    let sb = Sandbox::new();
+    for lengths in [vec!["10,20"], vec!["10", "20"]] {
+        let mut c = tinyagent(&sb);
+        c.args(["bench", "save", "--json", "--samples", "1", "--lengths"])
+            .args(&lengths)
+            .arg("--dir")
+            .arg(sb.dir.path());
+        let out = output(c);
+        assert_eq!(out.status.code(), Some(0), "{lengths:?}: {}", stderr(&out));
+        let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let got: Vec<u64> = rows
+            .iter()
+            .map(|r| r["messages"].as_u64().unwrap())
+            .collect();
+        assert_eq!(got, [10, 20], "{lengths:?}");
+    }
+}
