@@ -287,6 +287,9 @@ pub fn protected_for(
         None if default.exists() => p.add(default),
         None => {}
     }
+    if let Some(global) = crate::config::file::global_path().filter(|g| g.exists()) {
+        p.add(&global);
+    }
     for f in config.hooks.files(&config.workspace) {
         p.add(&f);
     }

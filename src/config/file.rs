@@ -107,25 +107,75 @@ pub struct EnvSection {
     pub network: Option<bool>,
 }
 
-impl Config {
-    /// Reads `path`, or `./tinyagent.toml` when `path` is None and that file
-    /// exists, or the defaults.
-    pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
-        let (path, required) = match path {
-            Some(p) => (p.to_path_buf(), true),
-            None => (PathBuf::from("tinyagent.toml"), false),
-        };
-        let text = match std::fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(e) if !required && e.kind() == std::io::ErrorKind::NotFound => {
-                return Ok(Config::default());
+/// The person's own config for every project:
+/// `$XDG_CONFIG_HOME/tinyagent/config.toml`, else
+/// `~/.config/tinyagent/config.toml`.
+pub fn global_path() -> Option<PathBuf> {
+    let var = |name: &str| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    var("XDG_CONFIG_HOME")
+        .or_else(|| var("HOME").map(|h| h.join(".config")))
+        .map(|d| d.join("tinyagent").join("config.toml"))
+}
+
+/// Reads one file as a TOML table, checked on its own as a config (so an
+/// error names the file it is in). `None` when it is optional and missing.
+fn read_table(path: &Path, required: bool) -> Result<Option<toml::Table>, ConfigError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if !required && e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => {
+            return Err(ConfigError::Read {
+                path: path.to_path_buf(),
+                source,
+            });
+        }
+    };
+    let parse_error = |message| ConfigError::Parse {
+        path: path.to_path_buf(),
+        message,
+    };
+    Config::parse(&text).map_err(parse_error)?.check()?;
+    toml::from_str::<toml::Table>(&text)
+        .map(Some)
+        .map_err(|e| parse_error(e.to_string()))
+}
+
+/// `over`'s keys over `base`'s, table by table.
+fn merge(base: &mut toml::Table, over: toml::Table) {
+    for (key, value) in over {
+        match (base.get_mut(&key), value) {
+            (Some(toml::Value::Table(b)), toml::Value::Table(o)) => merge(b, o),
+            (_, value) => {
+                base.insert(key, value);
             }
-            Err(source) => return Err(ConfigError::Read { path, source }),
+        }
+    }
+}
+
+impl Config {
+    /// The config a run uses: the global file ([`global_path`]) under the
+    /// project's (`path`, or `./tinyagent.toml` when `path` is None and that
+    /// file exists), key by key; the defaults where neither says.
+    pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
+        let global = match global_path() {
+            Some(g) => read_table(&g, false)?,
+            None => None,
         };
-        let config = Config::parse(&text).map_err(|message| ConfigError::Parse {
-            path: path.clone(),
-            message,
-        })?;
+        let project = match path {
+            Some(p) => read_table(p, true)?,
+            None => read_table(Path::new("tinyagent.toml"), false)?,
+        };
+        let mut table = global.unwrap_or_default();
+        merge(&mut table, project.unwrap_or_default());
+        let config =
+            Config::deserialize(toml::Value::Table(table)).map_err(|e| ConfigError::Parse {
+                path: path.map_or_else(|| PathBuf::from("tinyagent.toml"), Path::to_path_buf),
+                message: e.to_string(),
+            })?;
         config.check()?;
         Ok(config)
     }
@@ -179,6 +229,21 @@ impl HooksSection {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_project_file_goes_over_the_global_one_key_by_key() {
+        let mut base: toml::Table =
+            toml::from_str("[model]\nname = \"global\"\nprice_in = 1.0\n[limits]\nmax_steps = 5\n")
+                .unwrap();
+        let over: toml::Table =
+            toml::from_str("[model]\nname = \"project\"\n[env]\nkind = \"sandbox\"\n").unwrap();
+        merge(&mut base, over);
+        let c = Config::deserialize(toml::Value::Table(base)).unwrap();
+        assert_eq!(c.model.name.as_deref(), Some("project"));
+        assert_eq!(c.model.price_in, Some(1.0), "kept from the global file");
+        assert_eq!(c.limits.max_steps, Some(5));
+        assert_eq!(c.env.kind.as_deref(), Some("sandbox"));
+    }
 
     #[test]
     fn parses_every_contract_key() {

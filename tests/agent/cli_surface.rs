@@ -10,6 +10,7 @@ fn tinyagent(sb: &Sandbox) -> Command {
     let mut c = Command::new(bin());
     c.current_dir(sb.dir.path())
         .env("TINYAGENT_HOME", sb.home())
+        .env("XDG_CONFIG_HOME", sb.config_home())
         .env_remove("OPENAI_API_KEY")
         .env_remove("ANTHROPIC_API_KEY")
         .env_remove("OPENAI_BASE_URL")
@@ -221,4 +222,82 @@ fn bench_lengths_take_commas_or_spaces() {
             .collect();
         assert_eq!(got, [10, 20], "{lengths:?}");
     }
+}
+
+#[test]
+fn a_global_config_sits_under_the_projects_and_under_the_flags() {
+    let sb = Sandbox::new();
+    let global = sb.config_home().join("tinyagent/config.toml");
+    std::fs::create_dir_all(global.parent().unwrap()).unwrap();
+    std::fs::write(
+        &global,
+        "[model]\nname = \"global-model\"\nprice_in = 2.0\n[limits]\nmax_steps = 1\n",
+    )
+    .unwrap();
+    let server = MockServer::start_with(vec![], |_| {
+        MockReply::tool_call("bash", serde_json::json!({"command": "true"}))
+    });
+    // The project file raises the step limit; the model name comes from the
+    // global file (run_cmd passes --model, so build the command here).
+    let project = sb.fast_config("[limits]\nmax_steps = 2\n");
+    let mut c = tinyagent(&sb);
+    c.args(["run", "--base-url", &server.base_url(), "--wal"])
+        .arg(sb.wal())
+        .arg("--cwd")
+        .arg(sb.ws())
+        .arg("--config")
+        .arg(&project)
+        .arg("t")
+        .env("XDG_CONFIG_HOME", sb.config_home());
+    let out = output(c);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "stopped by the limit: {}",
+        stderr(&out)
+    );
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2, "the project's limit of 2 steps");
+    assert_eq!(requests[0]["model"], "global-model");
+    let recs = read_log(&sb.wal());
+    let started = &records_of(&recs, "run.started")[0].data;
+    assert_eq!(started["settings"]["price_in"], 2.0);
+
+    // A flag over both.
+    let mut c = tinyagent(&sb);
+    c.args([
+        "run",
+        "--base-url",
+        &server.base_url(),
+        "--model",
+        "flag-model",
+        "--wal",
+    ])
+    .arg(sb.path("two.wal"))
+    .arg("--cwd")
+    .arg(sb.ws())
+    .args(["--max-steps", "1", "t"])
+    .env("XDG_CONFIG_HOME", sb.config_home());
+    let out = output(c);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert_eq!(server.requests()[2]["model"], "flag-model");
+
+    // A bad global file is refused, naming it, and nothing is written.
+    std::fs::write(&global, "[model]\nnmae = \"typo\"\n").unwrap();
+    let mut c = tinyagent(&sb);
+    c.args(["run", "--base-url", &server.base_url(), "--wal"])
+        .arg(sb.path("three.wal"))
+        .arg("--cwd")
+        .arg(sb.ws())
+        .arg("t")
+        .env("XDG_CONFIG_HOME", sb.config_home());
+    let out = output(c);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&global.display().to_string()),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stderr(&out).contains("nmae"), "{}", stderr(&out));
+    assert!(!sb.path("three.wal").exists());
 }

@@ -16,6 +16,7 @@ fn cmd(sb: &Sandbox, dir: &Path, args: &[&str]) -> Command {
     c.current_dir(dir)
         .args(args)
         .env("TINYAGENT_HOME", sb.home())
+        .env("XDG_CONFIG_HOME", sb.config_home())
         .env_remove("OPENAI_API_KEY")
         .stdin(Stdio::null());
     c

@@ -26,6 +26,11 @@ impl Sandbox {
     pub fn wal(&self) -> PathBuf {
         self.dir.path().join("run.wal")
     }
+    /// This sandbox's `XDG_CONFIG_HOME`: the global config is
+    /// `<it>/tinyagent/config.toml` (the commands it builds set it).
+    pub fn config_home(&self) -> PathBuf {
+        self.dir.path().join("config-home")
+    }
     /// This sandbox's `TINYAGENT_HOME` (the commands it builds set it).
     pub fn home(&self) -> PathBuf {
         self.dir.path().join("home")
@@ -69,6 +74,7 @@ impl Sandbox {
             .arg(task)
             .env_remove("OPENAI_API_KEY")
             .env("TINYAGENT_HOME", self.home())
+            .env("XDG_CONFIG_HOME", self.config_home())
             .stdin(Stdio::null());
         c
     }
@@ -79,6 +85,7 @@ impl Sandbox {
             .arg(self.wal())
             .env_remove("OPENAI_API_KEY")
             .env("TINYAGENT_HOME", self.home())
+            .env("XDG_CONFIG_HOME", self.config_home())
             .stdin(Stdio::null());
         c
     }
