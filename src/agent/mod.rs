@@ -34,8 +34,10 @@ use serde_json::json;
 pub enum AgentError {
     #[error("{0}")]
     Store(#[from] StoreError),
-    #[error("model API: {0}")]
-    Model(String),
+    /// The model call failed for good; `auth` when the server refused the
+    /// key.
+    #[error("{reason}")]
+    Model { reason: String, auth: bool },
     /// Input refused before anything ran (exit 2).
     #[error("{0}")]
     Refused(String),
@@ -45,7 +47,7 @@ impl AgentError {
     pub fn exit_code(&self) -> i32 {
         match self {
             AgentError::Store(e) => e.exit_code(),
-            AgentError::Model(_) => 1,
+            AgentError::Model { .. } => 1,
             AgentError::Refused(_) => 2,
         }
     }
@@ -269,7 +271,10 @@ impl Agent {
                 Some(Err(e)) => {
                     let reason = e.to_string();
                     self.finish(RunStatus::Error, Some(reason.clone()))?;
-                    return Err(AgentError::Model(reason));
+                    return Err(AgentError::Model {
+                        reason,
+                        auth: e.is_auth(),
+                    });
                 }
             };
             let mut message = reply.message;

@@ -223,11 +223,14 @@ impl Output {
             )),
             Event::StepSaved(_) => {}
             Event::Resume(r) => self.say(&format!("resumed:\n{}", indent(&r.notice))),
+            // An error's reason is the last line the command prints, with
+            // what to do next: not said twice.
             Event::RunFinished(f) => self.say(&format!(
                 "finished: {}{}",
                 f.status.as_str(),
                 f.reason
                     .as_ref()
+                    .filter(|_| f.status != crate::event::RunStatus::Error)
                     .map(|r| format!(" ({r})"))
                     .unwrap_or_default()
             )),

@@ -161,6 +161,11 @@ pub struct RunArgs {
     /// model.stream, else off).
     #[arg(long)]
     pub stream: bool,
+    /// Seconds to wait for the model server per attempt (for a stream: for
+    /// the headers and between chunks); 6 attempts by default (default:
+    /// model.request_timeout_s, else 300).
+    #[arg(long, value_name = "SECONDS")]
+    pub timeout: Option<u64>,
     /// Leave the AGENTS.md files of the workspace and its repository out of
     /// the system prompt.
     #[arg(long)]
@@ -191,6 +196,10 @@ pub struct ResumeArgs {
     /// A new user message: continues a finished run too.
     #[arg(long)]
     pub message: Option<String>,
+    /// Seconds to wait for the model server per attempt (default: the
+    /// log's).
+    #[arg(long, value_name = "SECONDS")]
+    pub timeout: Option<u64>,
     #[command(flatten)]
     pub provider: ProviderArgs,
     /// TOML config (default ./tinyagent.toml if present): hooks and the

@@ -80,15 +80,56 @@ pub fn say(line: &str) {
     crate::agent::output::err_line(line);
 }
 
-/// The exit code of a run that ended with `status`; an interrupted one says
-/// how to resume it.
-pub fn finished(status: RunStatus, wal: &std::path::Path) -> Result<i32, CliError> {
-    if status == RunStatus::Interrupted {
-        let name = crate::signals::received().map_or("a signal", crate::signals::name);
-        say(&format!(
-            "interrupted ({name}); resume with: tinyagent resume {}",
-            wal.display()
-        ));
+/// The exit code of a run that ended (or failed) with `result`, and the
+/// next step for the person: an interrupted or failed run says how to
+/// resume it, a run stopped by a limit which flag to raise, a refused key
+/// which variable to check (`key_var`).
+pub fn finished(
+    result: Result<RunStatus, AgentError>,
+    wal: &std::path::Path,
+    key_var: &str,
+) -> Result<i32, CliError> {
+    let resume = format!("tinyagent resume {}", wal.display());
+    let status = match result {
+        Ok(status) => status,
+        Err(AgentError::Model { reason, auth }) => {
+            let hint = if auth {
+                format!(
+                    ": check the API key in ${key_var} (or name another variable with \
+                     --api-key-env)"
+                )
+            } else {
+                String::new()
+            };
+            return Err(CliError::new(
+                1,
+                format!("{reason}{hint}; resume with: {resume}"),
+            ));
+        }
+        Err(e @ AgentError::Store(_)) if e.exit_code() == 1 => {
+            return Err(CliError::new(
+                1,
+                format!("{e}; once that is fixed, resume with: {resume}"),
+            ));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    match status {
+        RunStatus::Interrupted => {
+            let name = crate::signals::received().map_or("a signal", crate::signals::name);
+            say(&format!("interrupted ({name}); resume with: {resume}"));
+        }
+        RunStatus::MaxSteps => say(&format!(
+            "stopped by the step limit; continue with: {resume} --max-steps <more>"
+        )),
+        RunStatus::MaxCost => say(&format!(
+            "stopped by the cost limit; continue with: {resume} --max-cost <more>"
+        )),
+        RunStatus::FormatErrors => say(&format!(
+            "stopped after malformed tool calls in a row; continue with: {resume} --message \
+             <guidance> (or a higher --max-format-errors)"
+        )),
+        RunStatus::Completed | RunStatus::Error => {}
     }
     Ok(status_exit_code(status))
 }

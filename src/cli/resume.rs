@@ -295,6 +295,9 @@ fn config_for(run: &RunStarted, args: &ResumeArgs) -> Result<RunConfig, CliError
     if let Some(name) = &flags.model {
         m.name.clone_from(name);
     }
+    if let Some(secs) = args.timeout {
+        m.request_timeout = std::time::Duration::from_secs(secs);
+    }
     if let Some(url) = &flags.base_url {
         m.base_url = Some(url.clone());
     } else if let Some(url) = m.base_url.as_deref()
@@ -518,6 +521,7 @@ pub async fn resume(args: &ResumeArgs) -> Result<i32, CliError> {
     };
     let limits = new_limits(&store.state().limits, args);
     let provider = provider_for(&config)?;
+    let key_var = super::run::key_var(&config).to_string();
     if let (Some(url), Ok(home)) = (&args.provider.base_url, super::run::home())
         && let Err(e) = super::endpoints::remember(&home, url)
     {
@@ -549,5 +553,5 @@ pub async fn resume(args: &ResumeArgs) -> Result<i32, CliError> {
     })?;
     let result = agent.run().await;
     agent.close();
-    super::finished(result?, &wal)
+    super::finished(result, &wal, &key_var)
 }

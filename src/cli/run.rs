@@ -124,7 +124,9 @@ pub fn resolve(args: &RunArgs, file: &Config) -> Result<RunConfig, CliError> {
             stream: args.stream || m.stream.unwrap_or(false),
             max_retries: m.max_retries.unwrap_or(5),
             retry_base: ms(m.retry_base_ms, Duration::from_millis(500)),
-            request_timeout: Duration::from_secs(m.request_timeout_s.unwrap_or(300)),
+            request_timeout: Duration::from_secs(
+                args.timeout.or(m.request_timeout_s).unwrap_or(300),
+            ),
         },
         workspace,
         plan_enabled: args.plan || file.plan.enabled.unwrap_or(false),
@@ -268,6 +270,9 @@ pub fn provider_for(config: &RunConfig) -> Result<Provider, CliError> {
         request_timeout: m.request_timeout,
         max_retries: m.max_retries,
         retry_base: m.retry_base,
+        on_retry: Some(std::sync::Arc::new(|line: &str| {
+            crate::agent::output::err_line(&format!("model server: {line}"));
+        })),
     })
     .map_err(|e| CliError::refused(e.to_string()))
 }
@@ -380,6 +385,7 @@ pub async fn run(args: &RunArgs) -> Result<i32, CliError> {
     };
     super::say(&format!("log: {}", plan.wal.display()));
     let plan_wal = plan.wal.clone();
+    let key_var = key_var(&plan.config).to_string();
     let processes = ProcessTable::new(process_dir(&plan.wal));
     let mut agent = Agent::new(AgentParts {
         config: plan.config,
@@ -395,5 +401,14 @@ pub async fn run(args: &RunArgs) -> Result<i32, CliError> {
     agent.output().record(seq, &started);
     let result = agent.run().await;
     agent.close();
-    super::finished(result?, &plan_wal)
+    super::finished(result, &plan_wal, &key_var)
+}
+
+/// The variable the run's API key is read from.
+pub fn key_var(config: &RunConfig) -> &str {
+    config
+        .model
+        .api_key_env
+        .as_deref()
+        .unwrap_or(config.model.provider.default_key_env())
 }

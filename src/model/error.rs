@@ -22,7 +22,7 @@ pub enum ModelError {
     #[error("could not set up the HTTP client: {0}")]
     Client(String),
     /// The server answered with a non-success status.
-    #[error("model API returned HTTP {status}: {body}")]
+    #[error("the model server answered HTTP {}: {}", status_text(*.status), server_message(.body))]
     Status {
         status: u16,
         /// The start of the response body, with the key redacted.
@@ -31,23 +31,92 @@ pub enum ModelError {
         retry_after: Option<Duration>,
     },
     /// No answer (or no next chunk of a stream) within the request timeout.
-    #[error("model API request timed out after {}", humantime::format_duration(*.0))]
+    #[error("the model server did not answer within {} (the request timeout)", humantime::format_duration(*.0))]
     Timeout(Duration),
     /// The connection could not be made or broke off.
-    #[error("could not reach the model API: {0}")]
+    #[error("could not reach the model server: {0}")]
     Transport(String),
     /// The server said something that is not a valid reply.
-    #[error("model API sent a response that could not be understood: {0}")]
+    #[error("the model server sent a response that could not be understood: {0}")]
     BadResponse(String),
     /// A retryable failure persisted through every attempt.
-    #[error("model API failed after {attempts} attempt{}: {last}", if *.attempts == 1 { "" } else { "s" })]
+    #[error("gave up after {attempts} attempt{}: {last}", if *.attempts == 1 { "" } else { "s" })]
     Exhausted {
         attempts: u32,
         last: Box<ModelError>,
     },
 }
 
+/// `401 Unauthorized`: the code and its reason phrase when it has one.
+fn status_text(status: u16) -> String {
+    match reqwest::StatusCode::from_u16(status)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+    {
+        Some(reason) => format!("{status} {reason}"),
+        None => status.to_string(),
+    }
+}
+
+/// What a server said in an error body, for a person: the `message` of a
+/// JSON error (OpenAI's and Anthropic's shapes, and a bare `error` string),
+/// the title of an HTML page (a proxy's error page), else the text itself.
+pub fn server_message(body: &str) -> String {
+    let body = body.trim();
+    if body.is_empty() {
+        return "(no message)".into();
+    }
+    if let Ok(v) = serde_json::from_str::<serde_json::Value>(body) {
+        let message = v["error"]["message"]
+            .as_str()
+            .or_else(|| v["message"].as_str())
+            .or_else(|| v["error"].as_str())
+            .or_else(|| v["detail"].as_str());
+        if let Some(m) = message {
+            return crate::text::first_line(m.trim(), 300);
+        }
+    }
+    if body.starts_with('<') {
+        let lower = body.to_ascii_lowercase();
+        let title = lower.find("<title>").and_then(|start| {
+            let from = start + "<title>".len();
+            lower[from..]
+                .find("</title>")
+                .map(|end| body[from..from + end].trim().to_string())
+        });
+        return match title {
+            Some(t) if !t.is_empty() => format!("an HTML page titled {t:?}"),
+            _ => "an HTML page".into(),
+        };
+    }
+    crate::text::first_line(body, 300)
+}
+
 impl ModelError {
+    /// A few words for a retry notice: `HTTP 429`, `timeout`, ...
+    pub fn short(&self) -> String {
+        match self {
+            ModelError::Status { status, .. } => format!("HTTP {status}"),
+            ModelError::Timeout(_) => "timeout".into(),
+            ModelError::Transport(_) => "connection failed".into(),
+            ModelError::Exhausted { last, .. } => last.short(),
+            ModelError::Config(_)
+            | ModelError::Script { .. }
+            | ModelError::Client(_)
+            | ModelError::BadResponse(_) => "error".into(),
+        }
+    }
+
+    /// The server refused the credentials (401, 403): the key is missing,
+    /// wrong or not allowed this model.
+    pub fn is_auth(&self) -> bool {
+        match self {
+            ModelError::Status { status, .. } => *status == 401 || *status == 403,
+            ModelError::Exhausted { last, .. } => last.is_auth(),
+            _ => false,
+        }
+    }
+
     /// True for failures that another attempt may cure: 408, 429, 5xx,
     /// connection errors and timeouts.
     pub fn is_retryable(&self) -> bool {
@@ -148,7 +217,49 @@ mod tests {
         };
         assert_eq!(
             e.to_string(),
-            "model API failed after 3 attempts: could not reach the model API: connection refused"
+            "gave up after 3 attempts: could not reach the model server: connection refused"
         );
+    }
+
+    #[test]
+    fn a_server_message_is_the_message_of_its_error_not_its_markup() {
+        let openai = r#"{"error":{"message":"Incorrect API key","type":"invalid_request_error"}}"#;
+        assert_eq!(server_message(openai), "Incorrect API key");
+        let anthropic =
+            r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
+        assert_eq!(server_message(anthropic), "Overloaded");
+        assert_eq!(
+            server_message(r#"{"error":"model not found"}"#),
+            "model not found"
+        );
+        assert_eq!(
+            server_message("<HTML><HEAD><TITLE> 504 Gateway Time-out </TITLE></HEAD></HTML>"),
+            "an HTML page titled \"504 Gateway Time-out\""
+        );
+        assert_eq!(
+            server_message("<html><body>oops</body></html>"),
+            "an HTML page"
+        );
+        assert_eq!(server_message("  "), "(no message)");
+        assert_eq!(server_message("plain text\nsecond line"), "plain text…");
+        let e = ModelError::Status {
+            status: 429,
+            body: r#"{"error":{"message":"slow down"}}"#.into(),
+            retry_after: None,
+        };
+        assert_eq!(
+            e.to_string(),
+            "the model server answered HTTP 429 Too Many Requests: slow down"
+        );
+        assert!(!e.is_auth());
+        let e = ModelError::Exhausted {
+            attempts: 1,
+            last: Box::new(ModelError::Status {
+                status: 403,
+                body: String::new(),
+                retry_after: None,
+            }),
+        };
+        assert!(e.is_auth());
     }
 }

@@ -72,8 +72,28 @@ impl<'a> Backoff<'a> {
             });
         }
         let delay = backoff_delay(self.cfg.retry_base, self.attempts, err.retry_after());
+        if let Some(notice) = &self.cfg.on_retry {
+            notice(&format!(
+                "retrying in {} ({}, attempt {} of {})",
+                wait_text(delay),
+                err.short(),
+                self.attempts + 1,
+                self.cfg.max_retries + 1
+            ));
+        }
         tokio::time::sleep(delay).await;
         Ok(())
+    }
+}
+
+/// `4 s`, `1.5 s`, `250 ms`.
+fn wait_text(d: Duration) -> String {
+    if d < Duration::from_secs(1) {
+        format!("{} ms", d.as_millis())
+    } else if d.subsec_millis() == 0 {
+        format!("{} s", d.as_secs())
+    } else {
+        format!("{:.1} s", d.as_secs_f64())
     }
 }
 

@@ -107,7 +107,13 @@ pub struct ProviderConfig {
     pub max_retries: u32,
     /// First backoff delay; doubled on every retry, with jitter.
     pub retry_base: Duration,
+    /// Told of every retry before its wait, in words for a person
+    /// (`retrying in 4 s (HTTP 429, attempt 2 of 6)`).
+    pub on_retry: Option<RetryNotice>,
 }
+
+/// Where a provider reports the retries it makes.
+pub type RetryNotice = std::sync::Arc<dyn Fn(&str) + Send + Sync>;
 
 impl ProviderConfig {
     /// A configuration with the defaults: no key, no streaming, a 5 minute
@@ -123,6 +129,7 @@ impl ProviderConfig {
             request_timeout: Duration::from_secs(300),
             max_retries: 5,
             retry_base: Duration::from_millis(500),
+            on_retry: None,
         }
     }
 
@@ -151,6 +158,7 @@ impl fmt::Debug for ProviderConfig {
             .field("request_timeout", &self.request_timeout)
             .field("max_retries", &self.max_retries)
             .field("retry_base", &self.retry_base)
+            .field("on_retry", &self.on_retry.is_some())
             .finish()
     }
 }

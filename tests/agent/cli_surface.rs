@@ -301,3 +301,150 @@ fn a_global_config_sits_under_the_projects_and_under_the_flags() {
     assert!(stderr(&out).contains("nmae"), "{}", stderr(&out));
     assert!(!sb.path("three.wal").exists());
 }
+
+fn last_line(err: &str) -> &str {
+    err.lines().last().unwrap_or("")
+}
+
+#[test]
+fn a_refused_key_says_which_variable_to_check_once_and_how_to_resume() {
+    let sb = Sandbox::new();
+    let server = MockServer::start(vec![MockReply::Status {
+        code: 401,
+        retry_after: None,
+        body:
+            r#"{"error":{"message":"Incorrect API key provided","type":"invalid_request_error"}}"#
+                .into(),
+    }]);
+    let mut c = sb.run_cmd(&server.base_url(), "t");
+    c.env("OPENAI_API_KEY", "sk-test-wrong");
+    let out = output(c);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let line = last_line(&err);
+    assert!(
+        line.starts_with(
+            "tinyagent: the model server answered HTTP 401 Unauthorized: Incorrect API key provided"
+        ),
+        "{line}"
+    );
+    assert!(
+        line.contains("$OPENAI_API_KEY") && line.contains("--api-key-env"),
+        "{line}"
+    );
+    assert!(
+        line.ends_with(&format!(
+            "resume with: tinyagent resume {}",
+            sb.wal().display()
+        )),
+        "{line}"
+    );
+    assert_eq!(
+        err.matches("Incorrect API key").count(),
+        1,
+        "said once: {err}"
+    );
+    assert!(
+        !err.contains("invalid_request_error"),
+        "the message, not the JSON: {err}"
+    );
+}
+
+#[test]
+fn a_proxy_error_page_is_named_not_printed_and_retries_are_announced() {
+    let sb = Sandbox::new();
+    let page = "<html><head><title>502 Bad Gateway</title></head><body><h1>502 Bad Gateway</h1>\
+                <hr><center>nginx</center></body></html>";
+    let server = MockServer::start_with(vec![], move |_| MockReply::Status {
+        code: 502,
+        retry_after: None,
+        body: page.into(),
+    });
+    let out = output(sb.run_cmd(&server.base_url(), "t"));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    // fast_config allows 2 retries.
+    let retries: Vec<&str> = err.lines().filter(|l| l.contains("retrying in")).collect();
+    assert_eq!(retries.len(), 2, "{err}");
+    assert!(retries[0].contains("HTTP 502, attempt 2 of 3"), "{err}");
+    assert!(retries[1].contains("attempt 3 of 3"), "{err}");
+    let line = last_line(&err);
+    assert!(line.contains("gave up after 3 attempts"), "{line}");
+    assert!(
+        line.contains("HTTP 502 Bad Gateway: an HTML page titled \"502 Bad Gateway\""),
+        "{line}"
+    );
+    assert!(!err.contains("<html"), "{err}");
+    assert!(line.contains("resume with: tinyagent resume"), "{line}");
+
+    // A 429 with Retry-After says so too, and the run goes on.
+    let sb = Sandbox::new();
+    let server = MockServer::start(vec![
+        MockReply::Status {
+            code: 429,
+            retry_after: Some("0".into()),
+            body: r#"{"error":{"message":"slow down"}}"#.into(),
+        },
+        MockReply::text("done"),
+    ]);
+    let out = output(sb.run_cmd(&server.base_url(), "t"));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("retrying in 0 ms (HTTP 429, attempt 2 of 3)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_run_stopped_by_a_limit_says_which_flag_to_raise() {
+    let sb = Sandbox::new();
+    let server = MockServer::start_with(vec![], |_| {
+        MockReply::tool_call("bash", serde_json::json!({"command": "true"}))
+    });
+    let mut c = sb.run_cmd(&server.base_url(), "t");
+    c.args(["--max-steps", "1"]);
+    let out = output(c);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains(&format!(
+            "continue with: tinyagent resume {} --max-steps <more>",
+            sb.wal().display()
+        )),
+        "{err}"
+    );
+}
+
+#[test]
+fn timeout_bounds_each_attempt_and_says_so() {
+    let sb = Sandbox::new();
+    let server = MockServer::start_with(vec![], |_| {
+        MockReply::text("late").delayed(std::time::Duration::from_secs(5))
+    });
+    let mut c = sb.run_cmd(&server.base_url(), "t");
+    c.args(["--timeout", "1"]);
+    let out = output(c);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(
+        server.request_count(),
+        3,
+        "every attempt was cut at a second"
+    );
+    assert_eq!(err.matches("(timeout, attempt").count(), 2, "{err}");
+    assert!(
+        last_line(&err).contains("did not answer within 1s"),
+        "{err}"
+    );
+    let mut c = sb.run_cmd(&server.base_url(), "t");
+    c.args(["--timeout", "0"]);
+    std::fs::remove_file(sb.wal()).unwrap();
+    let out = output(c);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("request_timeout_s"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -135,7 +135,9 @@ async fn exhausted_retries_name_the_attempts_not_the_key() {
     let err = run(&provider).await.unwrap_err();
     let text = err.to_string();
     assert!(
-        text.starts_with("model API failed after 3 attempts: model API returned HTTP 502"),
+        text.starts_with(
+            "gave up after 3 attempts: the model server answered HTTP 502 Bad Gateway"
+        ),
         "{text}"
     );
     assert!(!text.contains(secret), "{text}");
@@ -161,7 +163,7 @@ async fn unreachable_server_fails_with_a_clear_error() {
     let provider = Provider::new(cfg).unwrap();
     let err = run(&provider).await.unwrap_err().to_string();
     assert!(
-        err.starts_with("model API failed after 2 attempts: could not reach the model API"),
+        err.starts_with("gave up after 2 attempts: could not reach the model server"),
         "{err}"
     );
 }
