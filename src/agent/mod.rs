@@ -127,6 +127,8 @@ impl Agent {
             // Temp files of a plan-mirror write that a kill interrupted.
             tinyagent_store::fsutil::clean_atomic_temps(mirror);
         }
+        let mut out = parts.out;
+        out.set_live_text(parts.config.model.stream);
         Ok(Agent {
             after_sync: Vec::new(),
             hook_files: hook_calls::HookFiles::of(&parts.config.hooks, &parts.config.workspace),
@@ -139,7 +141,7 @@ impl Agent {
             provider: parts.provider,
             env: parts.env,
             processes: parts.processes,
-            out: parts.out,
+            out,
         })
     }
 

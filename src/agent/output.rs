@@ -12,7 +12,7 @@
 use crate::event::Event;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Value, json};
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
 /// Where the run's output goes.
@@ -22,6 +22,9 @@ pub struct Output {
     streamed: bool,
     /// The step the model is answering (for the streamed text's header).
     step: u64,
+    /// Model text is shown as it streams in (`--stream`); otherwise it is
+    /// shown with its record (a final answer on stdout).
+    live_text: bool,
 }
 
 /// `s` on one line (newlines shown as `⏎`), cut to `max` characters.
@@ -57,7 +60,13 @@ impl Output {
             spinner: None,
             streamed: false,
             step: 0,
+            live_text: false,
         }
+    }
+
+    /// Shows model text as it streams in (see [`Output::text`]).
+    pub fn set_live_text(&mut self, on: bool) {
+        self.live_text = on;
     }
 
     /// Prints one JSON event line on stdout (json mode only).
@@ -112,9 +121,10 @@ impl Output {
         self.spinner = Some(sp);
     }
 
-    /// Streamed model text as it arrives (human mode).
+    /// Streamed model text as it arrives (human mode, `--stream`; without
+    /// it the text comes in one piece and is shown with its record).
     pub fn text(&mut self, chunk: &str) {
-        if self.json {
+        if self.json || !self.live_text {
             return;
         }
         if let Some(sp) = self.spinner.take() {
@@ -162,7 +172,16 @@ impl Output {
             )),
             Event::ModelResponse(r) => {
                 let text = r.message.content.trim();
-                if !text.is_empty() && !self.streamed {
+                let answer = r.message.tool_calls.is_empty() && !text.is_empty();
+                if answer {
+                    // The final answer: on stdout, whole, so `run … >
+                    // answer.md` captures it. Streamed to a terminal that is
+                    // also stdout, it is on the screen already.
+                    self.say(&format!("step {} · answer", r.step));
+                    if !(self.streamed && std::io::stdout().is_terminal()) {
+                        self.suspend(|| out_line(text));
+                    }
+                } else if !text.is_empty() && !self.streamed {
                     self.say(&format!("step {} · {}", r.step, preview(text, 300)));
                 } else if text.is_empty() {
                     self.say(&format!("step {}", r.step));

@@ -448,3 +448,23 @@ fn timeout_bounds_each_attempt_and_says_so() {
         stderr(&out)
     );
 }
+
+#[test]
+fn the_final_answer_goes_to_stdout_and_everything_else_to_stderr() {
+    let sb = Sandbox::new();
+    let answer = "## Result\nThe bug was in parse.rs; fixed and tested.";
+    let server = MockServer::start(vec![
+        MockReply::tool_call("bash", serde_json::json!({"command": "echo looked"}))
+            .with_content("let me look first"),
+        MockReply::text(answer),
+    ]);
+    let out = output(sb.run_cmd(&server.base_url(), "t"));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), format!("{answer}\n"));
+    assert!(!err.contains("fixed and tested"), "not twice: {err}");
+    assert!(
+        err.contains("let me look first") && err.contains("log: "),
+        "{err}"
+    );
+}
