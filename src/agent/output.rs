@@ -173,18 +173,24 @@ impl Output {
             Event::ModelResponse(r) => {
                 let text = r.message.content.trim();
                 let answer = r.message.tool_calls.is_empty() && !text.is_empty();
+                // What the step cost, when prices are known.
+                let cost = if r.cost_usd > 0.0 {
+                    format!(" · ${:.4}", r.cost_usd)
+                } else {
+                    String::new()
+                };
                 if answer {
                     // The final answer: on stdout, whole, so `run … >
                     // answer.md` captures it. Streamed to a terminal that is
                     // also stdout, it is on the screen already.
-                    self.say(&format!("step {} · answer", r.step));
+                    self.say(&format!("step {}{cost} · answer", r.step));
                     if !(self.streamed && std::io::stdout().is_terminal()) {
                         self.suspend(|| out_line(text));
                     }
                 } else if !text.is_empty() && !self.streamed {
-                    self.say(&format!("step {} · {}", r.step, preview(text, 300)));
-                } else if text.is_empty() {
-                    self.say(&format!("step {}", r.step));
+                    self.say(&format!("step {}{cost} · {}", r.step, preview(text, 300)));
+                } else {
+                    self.say(&format!("step {}{cost}", r.step));
                 }
                 for c in &r.message.tool_calls {
                     self.say(&format!("  → {} {}", c.name, preview(&c.arguments, 100)));

@@ -521,6 +521,13 @@ pub async fn resume(args: &ResumeArgs) -> Result<i32, CliError> {
     };
     let limits = new_limits(&store.state().limits, args);
     let provider = provider_for(&config)?;
+    if args.max_cost.is_some() {
+        let mut limited = config.clone();
+        limited.limits.max_cost_usd = args.max_cost;
+        if let Some(w) = limited.cost_warning() {
+            super::say(&w);
+        }
+    }
     let key_var = super::run::key_var(&config).to_string();
     if let (Some(url), Ok(home)) = (&args.provider.base_url, super::run::home())
         && let Err(e) = super::endpoints::remember(&home, url)

@@ -104,22 +104,34 @@ pub fn resolve(args: &RunArgs, file: &Config) -> Result<RunConfig, CliError> {
         )));
     }
     let ms = |v: Option<u64>, default: Duration| v.map_or(default, Duration::from_millis);
+    let name = (args.provider.model.clone().or(m.name.clone()))
+        .unwrap_or_else(|| provider.default_model().into());
+    let base_url = args
+        .provider
+        .base_url
+        .clone()
+        .or(m.base_url.clone())
+        .or_else(|| provider.base_url_from_env());
+    // Prices the person did not give, for a known model at its provider.
+    let listed = crate::config::prices::known(provider, &name, base_url.as_deref());
     let config = RunConfig {
         model: ModelSettings {
             provider,
-            name: (args.provider.model.clone().or(m.name.clone()))
-                .unwrap_or_else(|| provider.default_model().into()),
+            name,
             // Flag, then the config file, then OPENAI_BASE_URL /
             // ANTHROPIC_BASE_URL.
-            base_url: args
-                .provider
-                .base_url
-                .clone()
-                .or(m.base_url.clone())
-                .or_else(|| provider.base_url_from_env()),
+            base_url,
             api_key_env: args.provider.api_key_env.clone().or(m.api_key_env.clone()),
-            price_in: args.price_in.or(m.price_in).unwrap_or(0.0),
-            price_out: args.price_out.or(m.price_out).unwrap_or(0.0),
+            price_in: args
+                .price_in
+                .or(m.price_in)
+                .or(listed.map(|p| p.0))
+                .unwrap_or(0.0),
+            price_out: args
+                .price_out
+                .or(m.price_out)
+                .or(listed.map(|p| p.1))
+                .unwrap_or(0.0),
             script,
             stream: args.stream || m.stream.unwrap_or(false),
             max_retries: m.max_retries.unwrap_or(5),
@@ -204,6 +216,7 @@ pub fn new_run(args: &RunArgs, config: RunConfig) -> Result<RunPlan, CliError> {
                 .join(", ")
         ));
     }
+    notes.extend(config.cost_warning());
     let mut system_prompt =
         prompt::system_prompt(&workspace, config.read_only, config.plan_enabled);
     system_prompt.push_str(&instructions.prompt_section());

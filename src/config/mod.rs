@@ -10,6 +10,7 @@
 //! settings while the run goes on.
 
 pub(crate) mod file;
+pub mod prices;
 
 pub use file::{Config, ConfigError};
 
@@ -322,6 +323,19 @@ impl RunConfig {
 
     /// What `run.started` records of this config (never a secret: only the
     /// name of the key's variable).
+    /// A warning for a cost limit that can never trigger: no prices.
+    pub fn cost_warning(&self) -> Option<String> {
+        let m = &self.model;
+        (self.limits.max_cost_usd.is_some() && m.price_in == 0.0 && m.price_out == 0.0).then(|| {
+            format!(
+                "warning: --max-cost is set but no prices are known for model {:?}, so the cost \
+                 stays $0 and the limit can never stop the run; give --price-in and --price-out \
+                 (USD per million tokens)",
+                m.name
+            )
+        })
+    }
+
     pub fn settings(&self) -> RunSettings {
         let m = &self.model;
         RunSettings {

@@ -468,3 +468,29 @@ fn the_final_answer_goes_to_stdout_and_everything_else_to_stderr() {
         "{err}"
     );
 }
+
+#[test]
+fn a_cost_limit_without_prices_is_warned_about_and_known_prices_show_per_step() {
+    let sb = Sandbox::new();
+    let server = MockServer::start(vec![MockReply::text("done"), MockReply::text("done")]);
+    let mut c = sb.run_cmd(&server.base_url(), "t");
+    c.args(["--max-cost", "1"]);
+    let out = output(c);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("--max-cost is set but no prices are known"),
+        "{err}"
+    );
+    assert!(err.contains("--price-in"), "{err}");
+
+    // With prices each step says what it cost (the mock reports 10 in, 5 out).
+    std::fs::remove_file(sb.wal()).unwrap();
+    let mut c = sb.run_cmd(&server.base_url(), "t");
+    c.args(["--price-in", "100", "--price-out", "200", "--max-cost", "1"]);
+    let out = output(c);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!err.contains("no prices are known"), "{err}");
+    assert!(err.contains("step 1 · $0.0020 · answer"), "{err}");
+}
