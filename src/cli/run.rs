@@ -5,13 +5,14 @@ use super::args::RunArgs;
 use crate::agent::output::Output;
 use crate::agent::{Agent, AgentParts, prompt};
 use crate::config::{
-    Config, DEFAULT_COMPACT_AT, DEFAULT_HOOK_TIMEOUT, DEFAULT_KEEP_RECENT, DEFAULT_SNAPSHOT_EVERY,
-    HookSettings, ModelSettings, ProviderKind, RunConfig,
+    Config, ContainerSettings, DEFAULT_COMPACT_AT, DEFAULT_HOOK_TIMEOUT, DEFAULT_KEEP_RECENT,
+    DEFAULT_SNAPSHOT_EVERY, EnvKind, HOST_IMAGE, HookSettings, ModelSettings, ProviderKind,
+    RunConfig,
 };
 use crate::event::{Event, Limits, RunStarted, SCHEMA_VERSION};
 use crate::model::{Provider, ProviderConfig};
 use crate::store::{Store, StoreOptions, TestSeams};
-use crate::tools::{ExecEnv, HideVars, ProcessTable, ToolSet, ToolSetOptions};
+use crate::tools::{ContainerEnv, ExecEnv, HideVars, ProcessTable, ToolSet, ToolSetOptions};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -143,10 +144,33 @@ pub fn resolve(args: &RunArgs, file: &Config) -> Result<RunConfig, CliError> {
         hooks: hook_settings(file)?,
         env: file.env.kind()?,
         network: file.env.network.unwrap_or(false),
+        container: ContainerSettings {
+            engine: file.env.engine()?,
+            image: file
+                .env
+                .image
+                .clone()
+                .unwrap_or_else(|| HOST_IMAGE.to_string()),
+        },
     };
+    let mut config = config;
+    resolve_engine(&mut config)?;
     config.validate()?;
     config.hooks.check_commands(&config.workspace)?;
     Ok(config)
+}
+
+/// The container environment's engine, resolved to one that is on PATH
+/// (the first of podman, docker when none is named); refused (exit 2)
+/// when there is none. Nothing to do in the other environments.
+pub fn resolve_engine(config: &mut RunConfig) -> Result<(), CliError> {
+    if config.env != EnvKind::Container {
+        return Ok(());
+    }
+    let (engine, _) = crate::tools::container::find_engine(config.container.engine)
+        .map_err(|e| CliError::refused(format!("env.kind = \"container\": {e}")))?;
+    config.container.engine = Some(engine);
+    Ok(())
 }
 
 /// Stage 2: a new run's identity, log path and first record.
@@ -170,6 +194,10 @@ pub fn new_run(args: &RunArgs, config: RunConfig) -> Result<RunPlan, CliError> {
         )));
     }
     let workspace = config.workspace.display().to_string();
+    let mut settings = config.settings();
+    if config.env == EnvKind::Container {
+        settings.container = Some(crate::tools::container::container_name(&run_id));
+    }
     let started = RunStarted {
         schema_version: SCHEMA_VERSION,
         run_id,
@@ -183,7 +211,7 @@ pub fn new_run(args: &RunArgs, config: RunConfig) -> Result<RunPlan, CliError> {
         tools: tools.names(),
         limits: config.limits.clone(),
         system_prompt: prompt::system_prompt(&workspace, config.read_only, config.plan_enabled),
-        settings: config.settings(),
+        settings,
     };
     Ok(RunPlan {
         wal,
@@ -261,14 +289,34 @@ pub fn protected_for(
 /// reach a tool result or the log. (The binary has taken them out of its
 /// environment at start already, see [`super::secrets`]; this covers a
 /// caller that did not.)
+///
+/// The container environment finds the run's container (`run_id`) and
+/// reattaches to it, or starts it; an engine that cannot is refused (exit 2).
 pub fn exec_env(
     config: &RunConfig,
     protected: &crate::tools::protected::Protected,
+    run_id: &str,
+    wal: &Path,
 ) -> Result<Box<dyn ExecEnv>, CliError> {
-    let env = crate::tools::env::from_kind(config.env, config.network, protected)
-        .map_err(|e| CliError::new(1, e.to_string()))?;
-    env.check(&config.workspace)
-        .map_err(|e| CliError::new(1, e.to_string()))?;
+    let env: Box<dyn ExecEnv> = if config.env == EnvKind::Container {
+        Box::new(
+            ContainerEnv::attach(
+                &config.container,
+                config.network,
+                run_id,
+                wal,
+                &config.workspace,
+                protected,
+            )
+            .map_err(|e| CliError::refused(e.to_string()))?,
+        )
+    } else {
+        let env = crate::tools::env::from_kind(config.env, config.network, protected)
+            .map_err(|e| CliError::new(1, e.to_string()))?;
+        env.check(&config.workspace)
+            .map_err(|e| CliError::new(1, e.to_string()))?;
+        env
+    };
     Ok(match &config.model.api_key_env {
         Some(var) => Box::new(HideVars {
             inner: env,
@@ -305,11 +353,20 @@ pub async fn run(args: &RunArgs) -> Result<i32, CliError> {
     let plan = plan_run(args)?;
     let provider = provider_for(&plan.config)?;
     let protected = protected_for(&plan.wal, args.config.as_deref(), &plan.config);
-    let env = exec_env(&plan.config, &protected)?;
-    // Store::create makes the log's directory (durably) when it is missing.
     let mut options = store_options(&plan.config);
     options.seams = test_seams()?;
-    let mut store = Store::create(&plan.wal, options)?;
+    let env = exec_env(&plan.config, &protected, &plan.started.run_id, &plan.wal)?;
+    let container = env.container().cloned();
+    // Store::create makes the log's directory (durably) when it is missing.
+    let mut store = match Store::create(&plan.wal, options) {
+        Ok(store) => store,
+        Err(e) => {
+            if let Some(c) = &container {
+                let _ = c.remove();
+            }
+            return Err(e.into());
+        }
+    };
     let started = Event::RunStarted(plan.started.clone());
     let seq = match store.append(started.clone()) {
         Ok(seq) => seq,
@@ -319,6 +376,9 @@ pub async fn run(args: &RunArgs) -> Result<i32, CliError> {
             // again.
             drop(store);
             let _ = std::fs::remove_file(&plan.wal);
+            if let Some(c) = &container {
+                let _ = c.remove();
+            }
             return Err(CliError::new(
                 e.exit_code(),
                 format!("{e} (the run did not start; the empty log was removed)"),
@@ -341,6 +401,23 @@ pub async fn run(args: &RunArgs) -> Result<i32, CliError> {
     .map_err(CliError::from)?;
     agent.output().record(seq, &started);
     let result = agent.run().await;
+    let finished = matches!(agent.state().status, crate::session::Status::Finished(_));
     agent.close();
+    if finished {
+        remove_container(container.as_ref());
+    }
     super::finished(result?, &plan_wal)
+}
+
+/// A finished run's container goes (its processes were stopped already);
+/// a failure to remove it is said, not fatal.
+pub fn remove_container(container: Option<&crate::tools::container::Container>) {
+    if let Some(c) = container
+        && let Err(e) = c.remove()
+    {
+        super::say(&format!(
+            "warning: could not remove the container {}: {e}",
+            c.name()
+        ));
+    }
 }
