@@ -31,6 +31,23 @@ pub enum Command {
     Bench(BenchCommand),
     /// An offline end-to-end run with a built-in scripted model.
     Demo(DemoArgs),
+    /// The container environment's containers.
+    #[command(subcommand)]
+    Env(EnvCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum EnvCommand {
+    /// Remove the containers (`tinyagent-*`) whose runs are finished or
+    /// whose logs are gone.
+    Prune(EnvPruneArgs),
+}
+
+#[derive(Debug, Args, Clone, Default)]
+pub struct EnvPruneArgs {
+    /// The engine to ask (default: the first of podman, docker found).
+    #[arg(long, value_enum)]
+    pub engine: Option<crate::config::EngineKind>,
 }
 
 #[derive(Debug, Args, Clone, Default)]

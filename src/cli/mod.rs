@@ -5,6 +5,7 @@
 
 pub mod args;
 mod demo;
+mod envcmd;
 pub mod inspect;
 mod logcmd;
 mod resume;
@@ -156,5 +157,8 @@ async fn dispatch(cli: Cli) -> Result<i32, CliError> {
             crate::bench::bench_save(&a, &mut out, &mut err).map_err(CliError::from)
         }),
         Command::Demo(a) => tokio::task::block_in_place(|| demo::demo(&a)),
+        Command::Env(args::EnvCommand::Prune(a)) => {
+            tokio::task::block_in_place(|| envcmd::prune(&a))
+        }
     }
 }

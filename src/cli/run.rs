@@ -311,11 +311,7 @@ pub fn exec_env(
             .map_err(|e| CliError::refused(e.to_string()))?,
         )
     } else {
-        let env = crate::tools::env::from_kind(config.env, config.network, protected)
-            .map_err(|e| CliError::new(1, e.to_string()))?;
-        env.check(&config.workspace)
-            .map_err(|e| CliError::new(1, e.to_string()))?;
-        env
+        exec_env_checked(config, protected)?
     };
     Ok(match &config.model.api_key_env {
         Some(var) => Box::new(HideVars {
@@ -324,6 +320,18 @@ pub fn exec_env(
         }),
         None => env,
     })
+}
+
+/// The local or sandbox environment, checked.
+fn exec_env_checked(
+    config: &RunConfig,
+    protected: &crate::tools::protected::Protected,
+) -> Result<Box<dyn ExecEnv>, CliError> {
+    let env = crate::tools::env::from_kind(config.env, config.network, protected)
+        .map_err(|e| CliError::new(1, e.to_string()))?;
+    env.check(&config.workspace)
+        .map_err(|e| CliError::new(1, e.to_string()))?;
+    Ok(env)
 }
 
 /// Directory for background process output beside the log.
@@ -355,18 +363,29 @@ pub async fn run(args: &RunArgs) -> Result<i32, CliError> {
     let protected = protected_for(&plan.wal, args.config.as_deref(), &plan.config);
     let mut options = store_options(&plan.config);
     options.seams = test_seams()?;
-    let env = exec_env(&plan.config, &protected, &plan.started.run_id, &plan.wal)?;
-    let container = env.container().cloned();
+    // The other environments are checked before anything is written.
+    let early = if plan.config.env == EnvKind::Container {
+        None
+    } else {
+        Some(exec_env(&plan.config, &protected, &plan.started.run_id, &plan.wal)?)
+    };
     // Store::create makes the log's directory (durably) when it is missing.
-    let mut store = match Store::create(&plan.wal, options) {
-        Ok(store) => store,
+    let mut store = Store::create(&plan.wal, options)?;
+    // The container is started once its log exists, so that `env prune`
+    // never takes it for the container of a log that is gone. An engine
+    // that cannot start it leaves nothing behind: the empty log goes.
+    let env = match early.map_or_else(
+        || exec_env(&plan.config, &protected, &plan.started.run_id, &plan.wal),
+        Ok,
+    ) {
+        Ok(env) => env,
         Err(e) => {
-            if let Some(c) = &container {
-                let _ = c.remove();
-            }
-            return Err(e.into());
+            drop(store);
+            let _ = std::fs::remove_file(&plan.wal);
+            return Err(e);
         }
     };
+    let container = env.container().cloned();
     let started = Event::RunStarted(plan.started.clone());
     let seq = match store.append(started.clone()) {
         Ok(seq) => seq,
