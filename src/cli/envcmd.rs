@@ -46,7 +46,10 @@ pub fn prune(args: &EnvPruneArgs) -> Result<i32, CliError> {
     let mut failed = false;
     for (name, wal) in all {
         let Some(wal) = wal else {
-            super::say(&format!("kept {name}: it has no {} label", container::WAL_LABEL));
+            super::say(&format!(
+                "kept {name}: it has no {} label",
+                container::WAL_LABEL
+            ));
             continue;
         };
         match prune_reason(&name, &wal) {
@@ -57,7 +60,10 @@ pub fn prune(args: &EnvPruneArgs) -> Result<i32, CliError> {
                     super::say(&format!("could not remove {name}: {e}"));
                 }
             },
-            None => super::say(&format!("kept {name}: its run may be resumed ({})", wal.display())),
+            None => super::say(&format!(
+                "kept {name}: its run may be resumed ({})",
+                wal.display()
+            )),
         }
     }
     Ok(i32::from(failed))

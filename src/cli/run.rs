@@ -367,7 +367,12 @@ pub async fn run(args: &RunArgs) -> Result<i32, CliError> {
     let early = if plan.config.env == EnvKind::Container {
         None
     } else {
-        Some(exec_env(&plan.config, &protected, &plan.started.run_id, &plan.wal)?)
+        Some(exec_env(
+            &plan.config,
+            &protected,
+            &plan.started.run_id,
+            &plan.wal,
+        )?)
     };
     // Store::create makes the log's directory (durably) when it is missing.
     let mut store = Store::create(&plan.wal, options)?;

@@ -11,6 +11,7 @@ mod support;
 mod agent_e2e;
 mod compaction_e2e;
 mod compaction_resume_e2e;
+mod container;
 mod hooks_e2e;
 mod log_cli_bench;
 mod log_cli_inspect;
