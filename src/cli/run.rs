@@ -376,9 +376,26 @@ pub async fn run(args: &RunArgs) -> Result<i32, CliError> {
     };
     // Store::create makes the log's directory (durably) when it is missing.
     let mut store = Store::create(&plan.wal, options)?;
-    // The container is started once its log exists, so that `env prune`
-    // never takes it for the container of a log that is gone. An engine
-    // that cannot start it leaves nothing behind: the empty log goes.
+    let started = Event::RunStarted(plan.started.clone());
+    let seq = match store.append(started.clone()) {
+        Ok(seq) => seq,
+        Err(e) => {
+            // Nothing was acknowledged and nothing ran: the file holds no
+            // complete record, so it goes, and the same command can be run
+            // again.
+            drop(store);
+            let _ = std::fs::remove_file(&plan.wal);
+            return Err(CliError::new(
+                e.exit_code(),
+                format!("{e} (the run did not start; the empty log was removed)"),
+            ));
+        }
+    };
+    // The container is started once its log names it, so that `env prune`
+    // never takes it for the container of a log that is gone, and a kill
+    // right after leaves a run whose resume starts it. An engine that
+    // cannot start it leaves nothing behind: the log that only says the
+    // run was to start goes.
     let env = match early.map_or_else(
         || exec_env(&plan.config, &protected, &plan.started.run_id, &plan.wal),
         Ok,
@@ -391,24 +408,6 @@ pub async fn run(args: &RunArgs) -> Result<i32, CliError> {
         }
     };
     let container = env.container().cloned();
-    let started = Event::RunStarted(plan.started.clone());
-    let seq = match store.append(started.clone()) {
-        Ok(seq) => seq,
-        Err(e) => {
-            // Nothing was acknowledged and nothing ran: the file holds no
-            // complete record, so it goes, and the same command can be run
-            // again.
-            drop(store);
-            let _ = std::fs::remove_file(&plan.wal);
-            if let Some(c) = &container {
-                let _ = c.remove();
-            }
-            return Err(CliError::new(
-                e.exit_code(),
-                format!("{e} (the run did not start; the empty log was removed)"),
-            ));
-        }
-    };
     super::say(&format!("log: {}", plan.wal.display()));
     let plan_wal = plan.wal.clone();
     let processes = ProcessTable::new(process_dir(&plan.wal));
