@@ -609,8 +609,11 @@ fn hidden(
         let log = resolved(log);
         let Some(dir) = log.parent() else { continue };
         if dir == ws || ws.starts_with(dir) {
-            return Err(EnvError::Unprotectable(format!(
-                "the log {} lies in a directory that holds the workspace, which the                  container must see while the log's directory is hidden from it; give                  --wal a path in a directory of its own",
+            return Err(EnvError::Container(format!(
+                "the run's own files cannot be hidden from the container: the log {} lies in a \
+                 directory that holds the workspace, which the container must see while \
+                 the log's directory is hidden from it; give --wal a path in a directory \
+                 of its own",
                 log.display()
             )));
         }
@@ -622,8 +625,9 @@ fn hidden(
             continue;
         }
         if ws.starts_with(&path) {
-            return Err(EnvError::Unprotectable(format!(
-                "{} is protected and holds the workspace",
+            return Err(EnvError::Container(format!(
+                "the run's own files cannot be hidden from the container: {} is protected \
+                 and holds the workspace",
                 path.display()
             )));
         }

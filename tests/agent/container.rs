@@ -457,3 +457,36 @@ fn a_missing_engine_is_refused_before_anything_is_written() {
     }
     assert_eq!(server.request_count(), 0);
 }
+
+#[test]
+fn a_log_whose_directory_holds_the_workspace_is_refused() {
+    let Some(()) = engine("a_log_whose_directory_holds_the_workspace_is_refused") else {
+        return;
+    };
+    let c = Ctr::new();
+    let server = MockServer::start(vec![]);
+    let cmd = c.run_cmd(&server.base_url(), "never starts");
+    // The sandbox's layout: the log beside the workspace, in its parent.
+    let beside = c.sb.wal();
+    let args: Vec<std::ffi::OsString> = cmd.get_args().map(ToOwned::to_owned).collect();
+    let mut fixed = Command::new(bin());
+    fixed
+        .current_dir(c.sb.dir.path())
+        .env_remove("OPENAI_API_KEY");
+    let mut next_is_wal = false;
+    for a in args {
+        if next_is_wal {
+            fixed.arg(&beside);
+            next_is_wal = false;
+        } else {
+            next_is_wal = a == "--wal";
+            fixed.arg(a);
+        }
+    }
+    let out = output(fixed);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("cannot be hidden from the container"), "{err}");
+    assert!(!beside.exists(), "the refused run left its log");
+    assert_eq!(server.request_count(), 0);
+}
