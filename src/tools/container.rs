@@ -482,6 +482,11 @@ pub fn open_regular(path: &Path) -> io::Result<std::fs::File> {
     }
 }
 
+/// The engine says the name is taken.
+fn in_use(err: &str) -> bool {
+    err.contains("already in use")
+}
+
 fn parse_group(line: &str) -> Option<ProcessGroup> {
     let mut w = line.trim().strip_prefix("tinyagent-group ")?.split(' ');
     let pid: u32 = w.next()?.parse().ok()?;
@@ -648,10 +653,41 @@ impl Container {
         cmd.args(["sleep", "infinity"]).stdin(Stdio::null());
         let out = cmd.output().map_err(|e| e.to_string())?;
         if out.status.success() {
-            Ok(())
-        } else {
+            return Ok(());
+        }
+        let err = trimmed(&out.stderr);
+        if !in_use(&err) {
+            // Nothing half made is left of this attempt.
             let _ = self.remove();
-            Err(trimmed(&out.stderr))
+        }
+        Err(err)
+    }
+
+    /// [`Container::create`], also when an earlier agent of the run was
+    /// killed while its engine was creating this very container: that
+    /// engine process lives on and finishes it, so a container that comes
+    /// up running is taken (it is as new); one that does not is removed,
+    /// from the engine's storage too, and created again.
+    pub fn create_or_adopt(&self, c: &Create<'_>) -> Result<(), String> {
+        match self.create(c) {
+            Err(e) if in_use(&e) => {
+                for _ in 0..25 {
+                    std::thread::sleep(std::time::Duration::from_millis(200));
+                    if matches!(self.state(), Ok(ContainerState::Running)) {
+                        return Ok(());
+                    }
+                }
+                let _ = self.remove();
+                if self.engine == EngineKind::Podman {
+                    let _ = self
+                        .engine_command()
+                        .args(["rm", "--storage", &self.name])
+                        .stdin(Stdio::null())
+                        .output();
+                }
+                self.create(c)
+            }
+            other => other,
         }
     }
 }

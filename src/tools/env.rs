@@ -2,7 +2,7 @@
 //!
 //! An [`ExecEnv`] turns a script into a [`std::process::Command`]; the caller
 //! (the bash tool, the process table) sets stdio, puts the command in its own
-//! process group and owns the child. Two environments exist:
+//! process group and owns the child. Three environments exist:
 //!
 //! - [`LocalEnv`] (`local`): `bash -c SCRIPT` in the workspace directory.
 //! - [`SandboxEnv`] (`sandbox`): the same under bubblewrap: the whole file
@@ -13,8 +13,10 @@
 //!   allowed, and `--die-with-parent` so nothing outlives the agent. Killing
 //!   the process group from outside reaches every process inside too:
 //!   bubblewrap does not start a new session.
+//! - [`ContainerEnv`] (`container`): `podman`/`docker exec` into the run's
+//!   own container, which outlives the agent; see [`super::container`].
 //!
-//! Both remove from the command's environment every variable of the agent's
+//! Local and sandbox remove from the command's environment every variable of the agent's
 //! that holds a secret ([`is_key_var`]: a name ending in `_API_KEY`, such as
 //! `OPENAI_API_KEY`, and the AWS credentials) and [`KEY_FD_VAR`]: a command
 //! that prints its environment must not put the model's key into a tool
@@ -27,12 +29,13 @@
 //! # The seam
 //!
 //! Besides building commands, an environment checks at start that commands
-//! can run at all ([`ExecEnv::check`]) and answers resume's orphan check
-//! ([`ExecEnv::process_alive`]); both have the host's behaviour as default.
-//! `docs/environments.md` describes the environments and how a container
-//! environment (`docker`/`podman exec` into a named container, whose
-//! processes may outlive the agent) would slot in: a `kill` method and a
-//! `process_alive` that asks the container instead of the host's `/proc`.
+//! can run at all ([`ExecEnv::check`]), answers resume's orphan check
+//! ([`ExecEnv::process_alive`]), starts a foreground command held until its
+//! group is recorded ([`ExecEnv::spawn_held`]), signals that group
+//! ([`ExecEnv::signal_group`]) and stops what is left of one after a crash
+//! ([`ExecEnv::kill_survivors`]); each has the host's behaviour as default,
+//! and the container environment answers each from inside its container.
+//! `docs/environments.md` puts the three side by side.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -563,7 +566,7 @@ impl ContainerEnv {
             let made = !out_dir.exists();
             tinyagent_store::fsutil::create_dir_all_durable(&out_dir)
                 .map_err(|e| failed(format!("{}: {e}", out_dir.display())))?;
-            let created = container.create(&Create {
+            let created = container.create_or_adopt(&Create {
                 image: &settings.image,
                 network,
                 workspace: &ws,
