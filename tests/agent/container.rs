@@ -490,3 +490,85 @@ fn a_log_whose_directory_holds_the_workspace_is_refused() {
     assert!(!beside.exists(), "the refused run left its log");
     assert_eq!(server.request_count(), 0);
 }
+
+#[test]
+fn a_timeout_and_a_signal_stop_the_command_inside_the_container() {
+    let Some(()) = engine("a_timeout_and_a_signal_stop_the_command_inside_the_container") else {
+        return;
+    };
+    let c = Ctr::new();
+    let seen = Arc::new(Mutex::new(String::new()));
+    let seen_in = Arc::clone(&seen);
+    let ctr = Arc::new(Mutex::new(None::<String>));
+    let ctr_in = Arc::clone(&ctr);
+    let server = MockServer::start(vec![
+        MockReply::tool_call(
+            "bash",
+            json!({"command": "echo before; sleep 3011; echo after", "timeout_ms": 700}),
+        )
+        .with_ids(&["t1"]),
+        MockReply::from_fn(move |_| {
+            // The timed-out command is gone inside by the time its result
+            // reaches the model.
+            let name = ctr_in.lock().unwrap().clone().unwrap_or_default();
+            *seen_in.lock().unwrap() = container::exec(&name, "pgrep -f '^sleep 301[12]$' | wc -l");
+            MockReply::tool_call("bash", json!({"command": "echo waiting; sleep 3012"}))
+                .with_ids(&["s1"])
+        }),
+    ]);
+    let child = c
+        .run_cmd(&server.base_url(), "time out, then wait")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(c.wait_for_record(|r| r["type"] == "run.started"));
+    *ctr.lock().unwrap() = c.name();
+    let name = c.name().unwrap();
+    assert!(c.wait_for_record(|r| {
+        r["type"] == "tool.started"
+            && r["data"]["call_id"] == "s1"
+            && r["data"]["process"].is_object()
+    }));
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    assert_eq!(
+        container::exec(&name, "pgrep -f '^sleep 3012$' | wc -l").trim(),
+        "1"
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap()),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert_eq!(
+        seen.lock().unwrap().trim(),
+        "0",
+        "the timed-out command lived on"
+    );
+    let recs = contract::read(&c.wal());
+    let result = |id: &str| {
+        recs.iter()
+            .find(|r| r.kind == "tool.result" && r.data["call_id"] == id)
+            .unwrap()
+            .data
+            .clone()
+    };
+    let timed = result("t1");
+    let text = timed["content"].as_str().unwrap();
+    assert!(
+        text.contains("before") && text.contains("[timed out after 700 ms"),
+        "{text}"
+    );
+    assert!(!text.contains("after\n"), "{text}");
+    let stopped = result("s1");
+    let text = stopped["content"].as_str().unwrap();
+    assert!(text.starts_with("[interrupted by SIGINT"), "{text}");
+    assert!(text.contains("waiting"), "{text}");
+    assert_eq!(stopped["signal"], "SIGINT");
+    assert_eq!(recs.last().unwrap().data["status"], "interrupted");
+    // Interrupted is finished: its container went with it.
+    assert_eq!(container::state(&name), "gone");
+}
