@@ -88,10 +88,10 @@ printf 'tinyagent-exit %s\n' "$?" >&2
 kill -KILL -- -$$"#;
 
 /// Starts `$1` in the background in a session of its own, its output
-/// appended to `$2`, its exit code written to `$3` when it ends; prints its
-/// pid and start time.
+/// appended to `$2`, its exit code written to `$3` when it ends (0600, like
+/// every file beside the log); prints its pid and start time.
 const BACKGROUND: &str = r#"s=$1 out=$2 ex=$3
-setsid bash -c 'bash -c "$1"; echo $? >"$2.tmp" && mv -f "$2.tmp" "$2"' tinyagent-bg "$s" "$ex" </dev/null >>"$out" 2>&1 &
+setsid bash -c 'bash -c "$1"; r=$?; umask 077; echo $r >"$2.tmp" && mv -f "$2.tmp" "$2"' tinyagent-bg "$s" "$ex" </dev/null >>"$out" 2>&1 &
 p=$!
 st=$(</proc/$p/stat); r=${st##*) }; set -- $r
 printf '%s %s\n' "$p" "${20}""#;

@@ -75,6 +75,15 @@ fn a_container_run_sees_the_workspace_and_reaches_nothing_else() {
         config = config.display(),
     );
     server.push(MockReply::tool_call("bash", json!({"command": script})).with_ids(&["c1"]));
+    server.push(
+        MockReply::tool_call(
+            "bash",
+            json!({"command": "echo bg-said; exit 4", "background": true}),
+        )
+        .with_ids(&["b1"]),
+    );
+    server.push(MockReply::tool_call("bash", json!({"command": "sleep 0.5"})).with_ids(&["w1"]));
+    server.push(MockReply::tool_call("process", json!({"action": "list"})).with_ids(&["l1"]));
     server.push(MockReply::text("done"));
     let mut cmd = c.run_cmd(&server.base_url(), "look around");
     cmd.env("OPENAI_API_KEY", "sk-container-secret")
@@ -122,6 +131,23 @@ fn a_container_run_sees_the_workspace_and_reaches_nothing_else() {
             "a key reached the container: {result}"
         );
     }
+    // A background process's end is seen through its exit file; its files
+    // beside the log are the agent's (0700 directory, 0600 files).
+    let list = result_of(&server, "l1");
+    assert!(
+        list.contains("p1") && list.contains("exited with code 4"),
+        "{list}"
+    );
+    let out_dir = c.sb.path("logs/run.wal.out");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&out_dir), 0o700);
+    assert_eq!(mode(&out_dir.join("p1.log")), 0o600);
+    assert_eq!(mode(&out_dir.join("p1.exit")), 0o600);
+    assert_eq!(
+        std::fs::read_to_string(out_dir.join("p1.log")).unwrap(),
+        "bg-said\n"
+    );
     // Recorded, and gone with the finished run.
     let recs = contract::read(&c.wal());
     let settings = &recs[0].data["settings"];
