@@ -169,6 +169,12 @@ pub fn resolve_engine(config: &mut RunConfig) -> Result<(), CliError> {
     }
     let (engine, _) = crate::tools::container::find_engine(config.container.engine)
         .map_err(|e| CliError::refused(format!("env.kind = \"container\": {e}")))?;
+    if engine == crate::config::EngineKind::Docker && config.container.image == HOST_IMAGE {
+        return Err(CliError::refused(
+            "env.image = \"host\" (the default) needs podman (`--rootfs`); with docker, \
+             set env.image to an image that has bash",
+        ));
+    }
     config.container.engine = Some(engine);
     Ok(())
 }

@@ -470,11 +470,22 @@ fn a_missing_engine_is_refused_before_anything_is_written() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("`docker` is not on PATH"), "{err}");
     assert!(!c.wal().exists());
+    // Docker cannot take the host's root file system as an image.
+    let cmd = c.run_cmd(&server.base_url(), "never starts");
+    std::fs::write(c.sb.path("tinyagent.toml"), docker).unwrap();
+    let out = output(cmd);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("needs podman"), "{err}");
     // A docker client without a daemon (as on this machine) cannot start
     // the container: refused too, and the log it had begun is gone.
     if Command::new("docker").arg("--version").output().is_ok() {
         let cmd = c.run_cmd(&server.base_url(), "never starts");
-        std::fs::write(c.sb.path("tinyagent.toml"), docker).unwrap();
+        std::fs::write(
+            c.sb.path("tinyagent.toml"),
+            format!("{docker}image = \"debian:12\"\n"),
+        )
+        .unwrap();
         let out = output(cmd);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{err}");
