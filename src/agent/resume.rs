@@ -56,6 +56,12 @@ pub fn stop_leftovers(
                     Some(env) if env.container().is_some_and(|c| c.reattached()) => {
                         env.kill_survivors(&group)
                     }
+                    // Resumed in another environment (the local config
+                    // asked for the sandbox): the run's container, if it
+                    // still runs, is asked directly.
+                    Some(env) if env.container().is_none() => recorded_container(state)
+                        .map(|c| c.kill_survivors(&group))
+                        .unwrap_or_default(),
                     _ => Vec::new(),
                 }
             } else {
@@ -71,6 +77,20 @@ pub fn stop_leftovers(
         }
     }
     stopped
+}
+
+/// The container `run.started` names, when it still runs (for a run of
+/// the container environment resumed in another one).
+pub fn recorded_container(
+    state: &crate::session::State,
+) -> Option<crate::tools::container::Container> {
+    use crate::tools::container::{Container, ContainerState, find_engine};
+    let settings = &state.run.as_ref()?.settings;
+    let name = settings.container.clone()?;
+    let (engine, binary) = find_engine(settings.engine).ok()?;
+    let mut c = Container::new(engine, binary, name, std::path::PathBuf::new());
+    c.set_reattached(true);
+    matches!(c.state(), Ok(ContainerState::Running)).then_some(c)
 }
 
 /// Is `pid` still the process that was recorded (same start time, not a

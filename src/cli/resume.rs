@@ -521,7 +521,12 @@ pub async fn resume(args: &ResumeArgs) -> Result<i32, CliError> {
     let provider = provider_for(&config)?;
     let protected = super::run::protected_for(&wal, args.config.as_deref(), &config);
     let env = exec_env(&config, &protected, &run.run_id, &wal)?;
-    let container = env.container().cloned();
+    // Resumed elsewhere (the local config asked for the sandbox), the
+    // run's container still goes when the run finishes.
+    let container = env
+        .container()
+        .cloned()
+        .or_else(|| crate::agent::resume::recorded_container(store.state()));
     super::say(&format!("log: {}", wal.display()));
     let processes = ProcessTable::new(process_dir(&wal));
     processes.continue_after(store.state().processes.keys().map(String::as_str));

@@ -220,7 +220,8 @@ impl Container {
         self.reattached
     }
 
-    pub(crate) fn set_reattached(&mut self, yes: bool) {
+    /// Marks the container as found running (its processes may be there).
+    pub fn set_reattached(&mut self, yes: bool) {
         self.reattached = yes;
     }
 

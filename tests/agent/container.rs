@@ -609,3 +609,60 @@ fn a_timeout_and_a_signal_stop_the_command_inside_the_container() {
     // Interrupted is finished: its container went with it.
     assert_eq!(container::state(&name), "gone");
 }
+
+#[test]
+fn a_container_run_resumed_in_the_sandbox_still_has_its_leftovers_stopped() {
+    let test = "a_container_run_resumed_in_the_sandbox_still_has_its_leftovers_stopped";
+    let Some(()) = engine(test) else {
+        return;
+    };
+    let c = Ctr::new();
+    let Some(_) = require("bwrap", test, require::bwrap(&c.ws(), false)) else {
+        return;
+    };
+    let name = crashed_run(&c, "sleep 3013; echo late > late.txt");
+    std::fs::write(
+        c.sb.path("tinyagent.toml"),
+        "[model]\nmax_retries = 2\nretry_base_ms = 5\n[env]\nkind = \"sandbox\"\n",
+    )
+    .unwrap();
+    let inside = Arc::new(Mutex::new(None::<String>));
+    let inside_in = Arc::clone(&inside);
+    let probe = name.clone();
+    let server = MockServer::start(vec![
+        MockReply::from_fn(move |_| {
+            *inside_in.lock().unwrap() =
+                Some(container::exec(&probe, "pgrep -f '^sleep 3013$' | wc -l"));
+            MockReply::tool_call("bash", json!({"command": "echo in-the-sandbox"}))
+                .with_ids(&["x1"])
+        }),
+        MockReply::text("done"),
+    ]);
+    let out = output(c.resume_cmd(&server.base_url()));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(inside.lock().unwrap().clone().unwrap().trim(), "0");
+    let recs = contract::read(&c.wal());
+    let resume = recs.iter().find(|r| r.kind == "resume").unwrap();
+    assert!(
+        !resume.data["stopped_processes"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    let ran = recs
+        .iter()
+        .find(|r| r.kind == "tool.started" && r.data["call_id"] == "x1")
+        .unwrap();
+    assert_eq!(ran.data["process"]["env"], "sandbox");
+    assert_eq!(
+        container::state(&name),
+        "gone",
+        "the finished run left its container"
+    );
+    assert!(!c.ws().join("late.txt").exists());
+}
