@@ -176,6 +176,13 @@ impl Agent {
                         "still_running": self.env.process_alive(p.pid, p.start_time) }),
             );
         }
+        for p in &reattached {
+            self.out.event(
+                "resume.process_reattached",
+                json!({ "id": p.id, "pid": p.pid, "cmd": p.command, "env": p.env,
+                        "container": p.container }),
+            );
+        }
         Ok(())
     }
 

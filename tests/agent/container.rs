@@ -225,13 +225,27 @@ fn resume_reattaches_to_the_running_container_and_its_processes() {
         MockReply::tool_call("process", json!({"action": "list"})).with_ids(&["l2"]),
         MockReply::text("done"),
     ]);
-    let out = output(c.resume_cmd(&server.base_url()));
+    let out = output({
+        let mut cmd = c.resume_cmd(&server.base_url());
+        cmd.arg("--json");
+        cmd
+    });
     assert_eq!(
         out.status.code(),
         Some(0),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let back = events
+        .iter()
+        .find(|e| e["event"] == "resume.process_reattached")
+        .expect("a resume.process_reattached event");
+    assert_eq!(back["id"], "p1");
+    assert_eq!(back["container"], name.as_str());
     let reqs = server.recorded();
     let n = notice(&reqs[0]);
     assert!(
