@@ -6,7 +6,7 @@
 //! and `crc`. Members beyond the contract's required ones carry `#[serde(default)]`
 //! so that older logs keep reading.
 
-use crate::config::{EnvKind, HookFailure, ProviderKind};
+use crate::config::{EngineKind, EnvKind, HookFailure, ProviderKind};
 use serde::{Deserialize, Serialize};
 
 /// Schema version written into `run.started`.
@@ -187,9 +187,18 @@ pub struct RunSettings {
     /// Network inside the sandbox environment.
     #[serde(default)]
     pub network: bool,
-    /// Execution environment kind: `local` or `sandbox`.
+    /// Execution environment kind: `local`, `sandbox` or `container`.
     #[serde(default)]
     pub env: Option<EnvKind>,
+    /// The container environment's engine (`podman`, `docker`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<EngineKind>,
+    /// The container environment's image (`host`: the host's root file system).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// The container environment's container (`tinyagent-<run_id>`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<String>,
     #[serde(default)]
     pub stream: bool,
     /// Retries of a failed model request (429, 5xx, timeouts).
@@ -451,6 +460,13 @@ pub struct ProcessStarted {
     /// File the process's output goes to.
     #[serde(default)]
     pub output: Option<String>,
+    /// The container it runs in (container environment; its pid and start
+    /// time are as seen inside).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<String>,
+    /// The engine of that container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
 }
 
 impl ToolStarted {
@@ -508,6 +524,10 @@ pub struct Resume {
     pub interrupted: Vec<String>,
     /// Background process ids that were running and are not tracked any more.
     pub lost_processes: Vec<String>,
+    /// Background process ids found still running in the run's container
+    /// and tracked again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reattached_processes: Vec<String>,
     /// The text the model is shown (a user message starting with `[Resumed]`).
     pub notice: String,
     /// New limits when the resume changed them.

@@ -29,7 +29,8 @@
 //! - [`tools`]: the [`tools::Tool`] trait, one file per built-in tool, the
 //!   registry that advertises them and derives what is mutating and what may
 //!   be re-run on resume, the execution environments (local, bubblewrap
-//!   sandbox), foreground process groups (held until recorded, stopped on a
+//!   sandbox, a podman/docker container per run that outlives the agent),
+//!   foreground process groups (held until recorded, stopped on a
 //!   signal, found again after a kill), background processes, workspace
 //!   confinement and the run's protected files.
 //! - [`agent`]: the loop (persist the intent, act, persist the result), the

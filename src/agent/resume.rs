@@ -34,8 +34,14 @@ pub struct StopInfo {
 /// model anything: SIGKILLs what is left of the process group of every
 /// pending call whose `tool.started` recorded one (see
 /// [`group::survivors`]: a recycled pid is never hit). Resume calls this as
-/// soon as the log is open, before anything else.
-pub fn stop_leftovers(state: &crate::session::State) -> Vec<StoppedProcess> {
+/// soon as the log is open, before anything else, with no environment:
+/// host groups are stopped then; a group recorded in the container
+/// environment is stopped through `env` (the run's container, found again)
+/// once it is set up, still before anything is sent to the model.
+pub fn stop_leftovers(
+    state: &crate::session::State,
+    env: Option<&dyn crate::tools::ExecEnv>,
+) -> Vec<StoppedProcess> {
     let mut stopped = Vec::new();
     for call in &state.pending {
         if let Some(p) = &call.process {
@@ -43,7 +49,25 @@ pub fn stop_leftovers(state: &crate::session::State) -> Vec<StoppedProcess> {
                 pid: p.pid,
                 start_time: p.start_time,
             };
-            for found in group::kill_survivors(&group) {
+            let found = if p.env == "container" {
+                // Only the run's own container holds it; a new container
+                // (the old one gone) holds nothing of it.
+                match env {
+                    Some(env) if env.container().is_some_and(|c| c.reattached()) => {
+                        env.kill_survivors(&group)
+                    }
+                    // Resumed in another environment (the local config
+                    // asked for the sandbox): the run's container, if it
+                    // still runs, is asked directly.
+                    Some(env) if env.container().is_none() => recorded_container(state)
+                        .map(|c| c.kill_survivors(&group))
+                        .unwrap_or_default(),
+                    _ => Vec::new(),
+                }
+            } else {
+                group::kill_survivors(&group)
+            };
+            for found in found {
                 stopped.push(StoppedProcess {
                     call_id: call.id.clone(),
                     pid: found.pid,
@@ -53,6 +77,20 @@ pub fn stop_leftovers(state: &crate::session::State) -> Vec<StoppedProcess> {
         }
     }
     stopped
+}
+
+/// The container `run.started` names, when it still runs (for a run of
+/// the container environment resumed in another one).
+pub fn recorded_container(
+    state: &crate::session::State,
+) -> Option<crate::tools::container::Container> {
+    use crate::tools::container::{Container, ContainerState, find_engine};
+    let settings = &state.run.as_ref()?.settings;
+    let name = settings.container.clone()?;
+    let (engine, binary) = find_engine(settings.engine).ok()?;
+    let mut c = Container::new(engine, binary, name, std::path::PathBuf::new());
+    c.set_reattached(true);
+    matches!(c.state(), Ok(ContainerState::Running)).then_some(c)
 }
 
 /// Is `pid` still the process that was recorded (same start time, not a
@@ -72,7 +110,7 @@ impl Agent {
         // Stopped already (the caller did it as soon as the log was open);
         // this catches what the caller could not.
         let mut stopped = std::mem::take(&mut stop.stopped);
-        stopped.extend(stop_leftovers(self.state()));
+        stopped.extend(stop_leftovers(self.state(), Some(self.env.as_ref())));
         let mut interrupted = Vec::new();
         let mut not_run = Vec::new();
         let mut rerun = Vec::new();
@@ -111,18 +149,21 @@ impl Agent {
             let step = s.step;
             self.save_step(step)?;
         }
-        let lost: Vec<ProcessInfo> = self
+        let running: Vec<ProcessInfo> = self
             .state()
             .processes
             .values()
             .filter(|p| p.is_tracked_running())
             .cloned()
             .collect();
+        let (reattached, lost) = self.reattach(running);
         let notice = self.notice(&stop, &interrupted, &not_run, &rerun, &lost, &stopped);
+        let notice = reattached_notice(notice, &reattached);
         let all = interrupted.iter().chain(&not_run).map(|c| c.id.clone());
         self.append(Event::Resume(Resume {
             interrupted: all.collect(),
             lost_processes: lost.iter().map(|p| p.id.clone()).collect(),
+            reattached_processes: reattached.iter().map(|p| p.id.clone()).collect(),
             notice,
             limits: stop.limits.clone(),
             message: stop.message.clone(),
@@ -135,7 +176,41 @@ impl Agent {
                         "still_running": self.env.process_alive(p.pid, p.start_time) }),
             );
         }
+        for p in &reattached {
+            self.out.event(
+                "resume.process_reattached",
+                json!({ "id": p.id, "pid": p.pid, "cmd": p.command, "env": p.env,
+                        "container": p.container }),
+            );
+        }
         Ok(())
+    }
+
+    /// Splits the background processes the log still tracks into those
+    /// found running in the run's container (tracked again by the process
+    /// table) and the lost ones. Outside the container environment, or when
+    /// its container was gone, every one is lost.
+    fn reattach(&self, running: Vec<ProcessInfo>) -> (Vec<ProcessInfo>, Vec<ProcessInfo>) {
+        let Some(c) = self.env.container() else {
+            return (Vec::new(), running);
+        };
+        let ours: Vec<(u32, Option<u64>)> = running
+            .iter()
+            .filter(|p| p.container.as_deref() == Some(c.name()))
+            .map(|p| (p.pid, p.start_time))
+            .collect();
+        let alive = if ours.is_empty() || !c.reattached() {
+            Vec::new()
+        } else {
+            c.alive(&ours)
+        };
+        let (back, lost): (Vec<ProcessInfo>, Vec<ProcessInfo>) = running
+            .into_iter()
+            .partition(|p| p.container.as_deref() == Some(c.name()) && alive.contains(&p.pid));
+        for p in &back {
+            self.processes.reattach(p, c);
+        }
+        (back, lost)
     }
 
     /// A stop between an `update_plan` result and its `plan.updated` record:
@@ -263,6 +338,34 @@ impl Agent {
             n.push('\n');
         }
         n
+    }
+}
+
+/// The notice with the reattached background processes listed before its
+/// plan (or at its end).
+fn reattached_notice(notice: String, reattached: &[ProcessInfo]) -> String {
+    if reattached.is_empty() {
+        return notice;
+    }
+    let mut text = String::from(
+        "Background processes from before the stop are tracked again (the process tool lists, reads and kills them):\n",
+    );
+    for p in reattached {
+        text.push_str(&format!(
+            "- {} pid {} [container] `{}`: still running in container {} (reattached)\n",
+            p.id,
+            p.pid,
+            short(&p.command),
+            p.container.as_deref().unwrap_or("?")
+        ));
+    }
+    match notice.find("Current plan:\n") {
+        Some(at) => {
+            let mut n = notice;
+            n.insert_str(at, &text);
+            n
+        }
+        None => notice + &text,
     }
 }
 

@@ -44,6 +44,9 @@ pub enum Command {
     Completions(CompletionsArgs),
     /// The manual page (roff), on stdout: `tinyagent man | man -l -`.
     Man,
+    /// The container environment's containers.
+    #[command(subcommand)]
+    Env(EnvCommand),
 }
 
 const RUN_EXAMPLES: &str = "Examples:
@@ -69,6 +72,20 @@ pub struct CompletionsArgs {
     /// The shell to complete for.
     #[arg(value_enum)]
     pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum EnvCommand {
+    /// Remove the containers (`tinyagent-*`) whose runs are finished or
+    /// whose logs are gone.
+    Prune(EnvPruneArgs),
+}
+
+#[derive(Debug, Args, Clone, Default)]
+pub struct EnvPruneArgs {
+    /// The engine to ask (default: the first of podman, docker found).
+    #[arg(long, value_enum)]
+    pub engine: Option<crate::config::EngineKind>,
 }
 
 #[derive(Debug, Args, Clone, Default)]

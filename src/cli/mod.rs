@@ -6,6 +6,7 @@
 pub mod args;
 mod demo;
 mod endpoints;
+mod envcmd;
 pub mod inspect;
 mod logcmd;
 mod resume;
@@ -250,6 +251,9 @@ async fn dispatch(cli: Cli) -> Result<i32, CliError> {
                 .render(&mut text)
                 .map_err(|e| CliError::new(1, format!("cannot make the man page: {e}")))?;
             print_all(&text)
+        }
+        Command::Env(args::EnvCommand::Prune(a)) => {
+            tokio::task::block_in_place(|| envcmd::prune(&a))
         }
     }
 }

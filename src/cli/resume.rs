@@ -329,8 +329,21 @@ fn config_for(run: &RunStarted, args: &ResumeArgs) -> Result<RunConfig, CliError
     if config.env == EnvKind::Sandbox && local.env.network == Some(false) {
         config.network = false;
     }
+    if config.env == EnvKind::Container {
+        // The log's engine and image unless the local config names its own.
+        if let Some(e) = local.env.engine()? {
+            config.container.engine = Some(e);
+        }
+        if let Some(image) = &local.env.image {
+            config.container.image.clone_from(image);
+        }
+        if local.env.network == Some(false) {
+            config.network = false;
+        }
+    }
     config.validate()?;
     config.hooks.check_commands(&config.workspace)?;
+    super::run::resolve_engine(&mut config)?;
     Ok(config)
 }
 
@@ -498,7 +511,7 @@ pub async fn resume(args: &ResumeArgs) -> Result<i32, CliError> {
     };
     let stopped_at = mtime(&wal);
     let (store, report) = open_when_free(&wal, options)?;
-    let stopped = crate::agent::resume::stop_leftovers(store.state());
+    let stopped = crate::agent::resume::stop_leftovers(store.state(), None);
     let run = store.state().run.clone().ok_or_else(|| {
         CliError::refused(format!(
             "{}: the log has no run.started record",
@@ -535,7 +548,13 @@ pub async fn resume(args: &ResumeArgs) -> Result<i32, CliError> {
         crate::agent::output::err_line(&format!("warning: {}", e.message));
     }
     let protected = super::run::protected_for(&wal, args.config.as_deref(), &config);
-    let env = exec_env(&config, &protected)?;
+    let env = exec_env(&config, &protected, &run.run_id, &wal)?;
+    // Resumed elsewhere (the local config asked for the sandbox), the
+    // run's container still goes when the run finishes.
+    let container = env
+        .container()
+        .cloned()
+        .or_else(|| crate::agent::resume::recorded_container(store.state()));
     super::say(&format!("log: {}", wal.display()));
     let processes = ProcessTable::new(process_dir(&wal));
     processes.continue_after(store.state().processes.keys().map(String::as_str));
@@ -559,6 +578,10 @@ pub async fn resume(args: &ResumeArgs) -> Result<i32, CliError> {
         stopped,
     })?;
     let result = agent.run().await;
+    let finished = matches!(agent.state().status, Status::Finished(_));
     agent.close();
+    if finished {
+        super::run::remove_container(container.as_ref());
+    }
     super::finished(result, &wal, &key_var)
 }

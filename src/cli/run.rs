@@ -5,13 +5,14 @@ use super::args::RunArgs;
 use crate::agent::output::Output;
 use crate::agent::{Agent, AgentParts, prompt};
 use crate::config::{
-    Config, DEFAULT_COMPACT_AT, DEFAULT_HOOK_TIMEOUT, DEFAULT_KEEP_RECENT, DEFAULT_SNAPSHOT_EVERY,
-    HookSettings, ModelSettings, ProviderKind, RunConfig,
+    Config, ContainerSettings, DEFAULT_COMPACT_AT, DEFAULT_HOOK_TIMEOUT, DEFAULT_KEEP_RECENT,
+    DEFAULT_SNAPSHOT_EVERY, EnvKind, HOST_IMAGE, HookSettings, ModelSettings, ProviderKind,
+    RunConfig,
 };
 use crate::event::{Event, Limits, RunStarted, SCHEMA_VERSION};
 use crate::model::{Provider, ProviderConfig};
 use crate::store::{Store, StoreOptions, TestSeams};
-use crate::tools::{ExecEnv, HideVars, ProcessTable, ToolSet, ToolSetOptions};
+use crate::tools::{ContainerEnv, ExecEnv, HideVars, ProcessTable, ToolSet, ToolSetOptions};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -167,10 +168,39 @@ pub fn resolve(args: &RunArgs, file: &Config) -> Result<RunConfig, CliError> {
         hooks: hook_settings(file)?,
         env: file.env.kind()?,
         network: file.env.network.unwrap_or(false),
+        container: ContainerSettings {
+            engine: file.env.engine()?,
+            image: file
+                .env
+                .image
+                .clone()
+                .unwrap_or_else(|| HOST_IMAGE.to_string()),
+        },
     };
+    let mut config = config;
+    resolve_engine(&mut config)?;
     config.validate()?;
     config.hooks.check_commands(&config.workspace)?;
     Ok(config)
+}
+
+/// The container environment's engine, resolved to one that is on PATH
+/// (the first of podman, docker when none is named); refused (exit 2)
+/// when there is none. Nothing to do in the other environments.
+pub fn resolve_engine(config: &mut RunConfig) -> Result<(), CliError> {
+    if config.env != EnvKind::Container {
+        return Ok(());
+    }
+    let (engine, _) = crate::tools::container::find_engine(config.container.engine)
+        .map_err(|e| CliError::refused(format!("env.kind = \"container\": {e}")))?;
+    if engine == crate::config::EngineKind::Docker && config.container.image == HOST_IMAGE {
+        return Err(CliError::refused(
+            "env.image = \"host\" (the default) needs podman (`--rootfs`); with docker, \
+             set env.image to an image that has bash",
+        ));
+    }
+    config.container.engine = Some(engine);
+    Ok(())
 }
 
 /// Stage 2: a new run's identity, log path and first record.
@@ -222,6 +252,9 @@ pub fn new_run(args: &RunArgs, config: RunConfig) -> Result<RunPlan, CliError> {
     system_prompt.push_str(&instructions.prompt_section());
     let mut settings = config.settings();
     settings.instructions = instructions.paths();
+    if config.env == EnvKind::Container {
+        settings.container = Some(crate::tools::container::container_name(&run_id));
+    }
     let started = RunStarted {
         schema_version: SCHEMA_VERSION,
         run_id,
@@ -320,14 +353,30 @@ pub fn protected_for(
 /// reach a tool result or the log. (The binary has taken them out of its
 /// environment at start already, see [`super::secrets`]; this covers a
 /// caller that did not.)
+///
+/// The container environment finds the run's container (`run_id`) and
+/// reattaches to it, or starts it; an engine that cannot is refused (exit 2).
 pub fn exec_env(
     config: &RunConfig,
     protected: &crate::tools::protected::Protected,
+    run_id: &str,
+    wal: &Path,
 ) -> Result<Box<dyn ExecEnv>, CliError> {
-    let env = crate::tools::env::from_kind(config.env, config.network, protected)
-        .map_err(|e| CliError::new(1, e.to_string()))?;
-    env.check(&config.workspace)
-        .map_err(|e| CliError::new(1, e.to_string()))?;
+    let env: Box<dyn ExecEnv> = if config.env == EnvKind::Container {
+        Box::new(
+            ContainerEnv::attach(
+                &config.container,
+                config.network,
+                run_id,
+                wal,
+                &config.workspace,
+                protected,
+            )
+            .map_err(|e| CliError::refused(e.to_string()))?,
+        )
+    } else {
+        exec_env_checked(config, protected)?
+    };
     Ok(match &config.model.api_key_env {
         Some(var) => Box::new(HideVars {
             inner: env,
@@ -335,6 +384,18 @@ pub fn exec_env(
         }),
         None => env,
     })
+}
+
+/// The local or sandbox environment, checked.
+fn exec_env_checked(
+    config: &RunConfig,
+    protected: &crate::tools::protected::Protected,
+) -> Result<Box<dyn ExecEnv>, CliError> {
+    let env = crate::tools::env::from_kind(config.env, config.network, protected)
+        .map_err(|e| CliError::new(1, e.to_string()))?;
+    env.check(&config.workspace)
+        .map_err(|e| CliError::new(1, e.to_string()))?;
+    Ok(env)
 }
 
 /// Directory for background process output beside the log.
@@ -376,10 +437,20 @@ pub async fn run(args: &RunArgs) -> Result<i32, CliError> {
         ));
     }
     let protected = protected_for(&plan.wal, args.config.as_deref(), &plan.config);
-    let env = exec_env(&plan.config, &protected)?;
-    // Store::create makes the log's directory (durably) when it is missing.
     let mut options = store_options(&plan.config);
     options.seams = test_seams()?;
+    // The other environments are checked before anything is written.
+    let early = if plan.config.env == EnvKind::Container {
+        None
+    } else {
+        Some(exec_env(
+            &plan.config,
+            &protected,
+            &plan.started.run_id,
+            &plan.wal,
+        )?)
+    };
+    // Store::create makes the log's directory (durably) when it is missing.
     let mut store = Store::create(&plan.wal, options)?;
     let started = Event::RunStarted(plan.started.clone());
     let seq = match store.append(started.clone()) {
@@ -396,6 +467,23 @@ pub async fn run(args: &RunArgs) -> Result<i32, CliError> {
             ));
         }
     };
+    // The container is started once its log names it, so that `env prune`
+    // never takes it for the container of a log that is gone, and a kill
+    // right after leaves a run whose resume starts it. An engine that
+    // cannot start it leaves nothing behind: the log that only says the
+    // run was to start goes.
+    let env = match early.map_or_else(
+        || exec_env(&plan.config, &protected, &plan.started.run_id, &plan.wal),
+        Ok,
+    ) {
+        Ok(env) => env,
+        Err(e) => {
+            drop(store);
+            let _ = std::fs::remove_file(&plan.wal);
+            return Err(e);
+        }
+    };
+    let container = env.container().cloned();
     super::say(&format!("log: {}", plan.wal.display()));
     let plan_wal = plan.wal.clone();
     let key_var = key_var(&plan.config).to_string();
@@ -413,7 +501,11 @@ pub async fn run(args: &RunArgs) -> Result<i32, CliError> {
     .map_err(CliError::from)?;
     agent.output().record(seq, &started);
     let result = agent.run().await;
+    let finished = matches!(agent.state().status, crate::session::Status::Finished(_));
     agent.close();
+    if finished {
+        remove_container(container.as_ref());
+    }
     super::finished(result, &plan_wal, &key_var)
 }
 
@@ -424,4 +516,17 @@ pub fn key_var(config: &RunConfig) -> &str {
         .api_key_env
         .as_deref()
         .unwrap_or(config.model.provider.default_key_env())
+}
+
+/// A finished run's container goes (its processes were stopped already);
+/// a failure to remove it is said, not fatal.
+pub fn remove_container(container: Option<&crate::tools::container::Container>) {
+    if let Some(c) = container
+        && let Err(e) = c.remove()
+    {
+        super::say(&format!(
+            "warning: could not remove the container {}: {e}",
+            c.name()
+        ));
+    }
 }

@@ -25,6 +25,9 @@ pub struct Session {
     pub cost_usd: f64,
     pub workspace: Option<String>,
     pub log: String,
+    /// The run's container (container environment) and whether it runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub container: Option<super::inspect::ContainerJson>,
     /// Why the log could not be read (status `unreadable`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -48,6 +51,7 @@ impl Session {
             cost_usd: report.usage.cost_usd,
             workspace: report.workspace.clone(),
             log: log.display().to_string(),
+            container: report.container.clone(),
             error: None,
         }
     }
@@ -62,6 +66,7 @@ impl Session {
             cost_usd: 0.0,
             workspace: None,
             log: log.display().to_string(),
+            container: None,
             error: Some(why),
         }
     }
@@ -83,7 +88,12 @@ pub fn list(home: &Path, workspace: Option<&Path>) -> Vec<Session> {
     let mut rows: Vec<Session> = logs
         .iter()
         .map(|log| match read_report(log) {
-            Ok(r) => Session::of(log, &r),
+            Ok(mut r) => {
+                if let Some(c) = r.container.as_mut() {
+                    super::inspect::container_state(c);
+                }
+                Session::of(log, &r)
+            }
             Err(e) => Session::unreadable(log, e.to_string()),
         })
         .filter(|s| match (&want, &s.workspace) {
@@ -170,11 +180,17 @@ pub fn sessions(all: bool, json: bool, out: &mut dyn Write) -> Result<i32, CliEr
             s.cost_usd
         )
         .map_err(io)?;
-        let place = match (&s.error, all, &s.workspace) {
+        let mut place = match (&s.error, all, &s.workspace) {
             (Some(e), _, _) => format!("unreadable: {e}"),
             (None, true, Some(ws)) => format!("in {ws}"),
             _ => String::new(),
         };
+        if let Some(c) = &s.container {
+            if !place.is_empty() {
+                place.push_str("  ");
+            }
+            place.push_str(&format!("container {} ({})", c.name, c.state));
+        }
         writeln!(
             out,
             "    {}{}{place}",

@@ -5,7 +5,7 @@
 //! Every table refuses unknown keys, and every error names the key it is
 //! about, so a typo never passes silently.
 
-use super::{EnvKind, HookFailure, ProviderKind, parse_enum};
+use super::{EngineKind, EnvKind, HookFailure, ProviderKind, parse_enum};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
@@ -105,6 +105,11 @@ pub struct HooksSection {
 pub struct EnvSection {
     pub kind: Option<String>,
     pub network: Option<bool>,
+    /// `podman` or `docker` (container environment).
+    pub engine: Option<String>,
+    /// The container's image; `host` (the default) is the host's root file
+    /// system under a throw-away overlay.
+    pub image: Option<String>,
 }
 
 /// The person's own config for every project:
@@ -212,6 +217,14 @@ impl EnvSection {
         self.kind
             .as_deref()
             .map_or(Ok(EnvKind::default()), |k| parse_enum("env.kind", k))
+    }
+
+    /// `env.engine`, if set.
+    pub fn engine(&self) -> Result<Option<EngineKind>, ConfigError> {
+        self.engine
+            .as_deref()
+            .map(|e| parse_enum("env.engine", e))
+            .transpose()
     }
 }
 

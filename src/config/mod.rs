@@ -42,6 +42,28 @@ pub enum EnvKind {
     Local,
     /// Inside a bubblewrap sandbox confined to the workspace.
     Sandbox,
+    /// Inside one OCI container per run (podman or docker), which outlives
+    /// a crash of the agent.
+    Container,
+}
+
+/// The OCI engine of the container environment (its command line is the
+/// interface).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum EngineKind {
+    Podman,
+    Docker,
+}
+
+impl EngineKind {
+    /// The engine's binary and the name used in config and in the log.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EngineKind::Podman => "podman",
+            EngineKind::Docker => "docker",
+        }
+    }
 }
 
 /// What a hook that fails (crash, timeout, garbage) means for a pre hook.
@@ -127,6 +149,7 @@ impl EnvKind {
         match self {
             EnvKind::Local => "local",
             EnvKind::Sandbox => "sandbox",
+            EnvKind::Container => "container",
         }
     }
 }
@@ -150,7 +173,7 @@ macro_rules! display_as_str {
         }
     )*};
 }
-display_as_str!(ProviderKind, EnvKind, HookFailure);
+display_as_str!(ProviderKind, EnvKind, EngineKind, HookFailure);
 
 /// Default records between background snapshots (the store's default).
 pub use tinyagent_store::DEFAULT_SNAPSHOT_EVERY;
@@ -213,9 +236,23 @@ pub struct RunConfig {
     pub snapshot_every: u64,
     pub hooks: HookSettings,
     pub env: EnvKind,
-    /// Network inside the sandbox.
+    /// Network inside the sandbox or the container.
     pub network: bool,
+    /// The container environment's engine and image (`host`: the host's
+    /// root file system under a throw-away overlay).
+    pub container: ContainerSettings,
 }
+
+/// `env.engine` and `env.image`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ContainerSettings {
+    /// `None`: the first of podman, docker found on PATH.
+    pub engine: Option<EngineKind>,
+    pub image: String,
+}
+
+/// The image that means the host's own root file system.
+pub const HOST_IMAGE: &str = "host";
 
 fn bad(key: &str, message: impl Into<String>) -> ConfigError {
     ConfigError::Value {
@@ -254,6 +291,13 @@ impl RunConfig {
         }
         if self.keep_recent == 0 {
             return Err(bad("compaction.keep_recent", "must be at least 1"));
+        }
+        if self.env == EnvKind::Container
+            && (self.container.image.trim().is_empty()
+                || self.container.image.starts_with('-')
+                || self.container.image.chars().any(char::is_whitespace))
+        {
+            return Err(bad("env.image", "must name an image (or `host`)"));
         }
         if self.model.name.trim().is_empty() {
             return Err(bad("model.name", "must not be empty"));
@@ -316,6 +360,10 @@ impl RunConfig {
             },
             env: s.env.unwrap_or_default(),
             network: s.network,
+            container: ContainerSettings {
+                engine: s.engine,
+                image: s.image.clone().unwrap_or_else(|| HOST_IMAGE.to_string()),
+            },
         };
         config.validate()?;
         Ok(config)
@@ -356,6 +404,11 @@ impl RunConfig {
             hooks_on_failure: Some(self.hooks.on_failure),
             network: self.network,
             env: Some(self.env),
+            engine: (self.env == EnvKind::Container)
+                .then_some(self.container.engine)
+                .flatten(),
+            image: (self.env == EnvKind::Container).then(|| self.container.image.clone()),
+            container: None,
             stream: m.stream,
             max_retries: Some(m.max_retries),
             retry_base_ms: Some(u64::try_from(m.retry_base.as_millis()).unwrap_or(u64::MAX)),

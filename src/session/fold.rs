@@ -135,6 +135,7 @@ impl State {
                         output: p.output.clone(),
                         exited: None,
                         lost: false,
+                        container: p.container.clone(),
                     },
                 );
             }

@@ -67,6 +67,9 @@ pub struct ProcessInfo {
     /// seeing it exit, and it is not tracked any more.
     #[serde(default)]
     pub lost: bool,
+    /// The container it runs in (container environment).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<String>,
 }
 
 impl ProcessInfo {

@@ -78,6 +78,7 @@ fn build(plan_enabled: bool, ops: &[Op]) -> Vec<Event> {
             events.push(Event::Resume(crate::event::Resume {
                 interrupted: ids,
                 lost_processes: vec![],
+                reattached_processes: Vec::new(),
                 notice: "[Resumed] after a crash".into(),
                 limits: None,
                 message: None,

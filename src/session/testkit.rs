@@ -130,6 +130,8 @@ pub fn process_started(id: &str, pid: u32, command: &str, step: u64) -> Event {
         env: "local".into(),
         start_time: Some(12345),
         output: None,
+        container: None,
+        engine: None,
     })
 }
 
@@ -145,6 +147,7 @@ pub fn resume(notice: &str, message: Option<&str>, limits: Option<Limits>) -> Ev
     Event::Resume(Resume {
         interrupted: vec![],
         lost_processes: vec![],
+        reattached_processes: Vec::new(),
         notice: notice.into(),
         limits,
         message: message.map(str::to_string),

@@ -187,12 +187,8 @@ pub fn run_foreground(
     cap: usize,
 ) -> io::Result<CommandOutput> {
     let (mut reader, writer) = io::pipe()?;
-    let mut cmd = env.command(script, workspace);
-    cmd.stdin(std::process::Stdio::null())
-        .stdout(writer.try_clone()?)
-        .stderr(writer);
-    let mut held = group::spawn_held(cmd)?;
-    let pgid = held.group.pid;
+    let mut held = env.spawn_held(script, workspace, writer)?;
+    let group = held.group;
     if let Err(e) = launch.record(&held.group) {
         // Never released: the command never execs.
         held.abandon();
@@ -241,8 +237,8 @@ pub fn run_foreground(
                 after: started.elapsed(),
             });
             let mut status = None;
-            group::stop(
-                pgid,
+            group::stop_with(
+                |s| env.signal_group(&group, s),
                 sig,
                 crate::signals::GRACE,
                 |wait| match status_rx.recv_timeout(wait) {
@@ -263,15 +259,18 @@ pub fn run_foreground(
             };
         }
         if started.elapsed() >= timeout {
-            super::host::kill_group(pgid);
+            env.signal_group(&group, Signal::SIGKILL);
             timed_out = true;
             break status_rx
                 .recv()
                 .map_err(|_| io::Error::other("lost the command's exit status"))??;
         }
     };
-    // Whatever the command left running in its group goes with it.
-    super::host::kill_group(pgid);
+    // Whatever the command left running in its group goes with it (in a
+    // container the wrapper has done this itself).
+    if env.container().is_none() {
+        env.signal_group(&group, Signal::SIGKILL);
+    }
     let _ = done_rx.recv_timeout(DRAIN_GRACE);
 
     let buf = buffer.lock().unwrap_or_else(PoisonError::into_inner);

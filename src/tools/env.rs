@@ -2,7 +2,7 @@
 //!
 //! An [`ExecEnv`] turns a script into a [`std::process::Command`]; the caller
 //! (the bash tool, the process table) sets stdio, puts the command in its own
-//! process group and owns the child. Two environments exist:
+//! process group and owns the child. Three environments exist:
 //!
 //! - [`LocalEnv`] (`local`): `bash -c SCRIPT` in the workspace directory.
 //! - [`SandboxEnv`] (`sandbox`): the same under bubblewrap: the whole file
@@ -13,8 +13,10 @@
 //!   allowed, and `--die-with-parent` so nothing outlives the agent. Killing
 //!   the process group from outside reaches every process inside too:
 //!   bubblewrap does not start a new session.
+//! - [`ContainerEnv`] (`container`): `podman`/`docker exec` into the run's
+//!   own container, which outlives the agent; see [`super::container`].
 //!
-//! Both remove from the command's environment every variable of the agent's
+//! Local and sandbox remove from the command's environment every variable of the agent's
 //! that holds a secret ([`is_key_var`]: a name ending in `_API_KEY`, such as
 //! `OPENAI_API_KEY`, and the AWS credentials) and [`KEY_FD_VAR`]: a command
 //! that prints its environment must not put the model's key into a tool
@@ -27,12 +29,13 @@
 //! # The seam
 //!
 //! Besides building commands, an environment checks at start that commands
-//! can run at all ([`ExecEnv::check`]) and answers resume's orphan check
-//! ([`ExecEnv::process_alive`]); both have the host's behaviour as default.
-//! `docs/environments.md` describes the environments and how a container
-//! environment (`docker`/`podman exec` into a named container, whose
-//! processes may outlive the agent) would slot in: a `kill` method and a
-//! `process_alive` that asks the container instead of the host's `/proc`.
+//! can run at all ([`ExecEnv::check`]), answers resume's orphan check
+//! ([`ExecEnv::process_alive`]), starts a foreground command held until its
+//! group is recorded ([`ExecEnv::spawn_held`]), signals that group
+//! ([`ExecEnv::signal_group`]) and stops what is left of one after a crash
+//! ([`ExecEnv::kill_survivors`]); each has the host's behaviour as default,
+//! and the container environment answers each from inside its container.
+//! `docs/environments.md` puts the three side by side.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -56,6 +59,43 @@ pub trait ExecEnv: Send + Sync {
     fn process_alive(&self, pid: u32, start_time: Option<u64>) -> bool {
         super::host::host_process_alive(pid, start_time)
     }
+    /// A foreground command, forked and held before it runs (see
+    /// [`super::group`]); its stdout and stderr go to `out`.
+    ///
+    /// # Errors
+    /// The command could not be started.
+    fn spawn_held(
+        &self,
+        script: &str,
+        workspace: &Path,
+        out: std::io::PipeWriter,
+    ) -> std::io::Result<super::group::Held> {
+        host_spawn_held(self.command(script, workspace), out)
+    }
+    /// `sig` to the group of a foreground command this environment started.
+    fn signal_group(&self, group: &super::group::ProcessGroup, sig: nix::sys::signal::Signal) {
+        super::host::signal_group(group.pid, sig);
+    }
+    /// SIGKILLs what is left of a recorded foreground group (resume's
+    /// leftovers); the processes that were running.
+    fn kill_survivors(&self, group: &super::group::ProcessGroup) -> Vec<super::host::ProcStat> {
+        super::group::kill_survivors(group)
+    }
+    /// The run's container, in the container environment.
+    fn container(&self) -> Option<&super::container::Container> {
+        None
+    }
+}
+
+/// A host command held before its exec, output to `out`.
+fn host_spawn_held(
+    mut cmd: Command,
+    out: std::io::PipeWriter,
+) -> std::io::Result<super::group::Held> {
+    cmd.stdin(Stdio::null())
+        .stdout(out.try_clone()?)
+        .stderr(out);
+    super::group::spawn_held(cmd)
 }
 
 #[derive(Debug, Error)]
@@ -70,6 +110,8 @@ pub enum EnvError {
     BwrapBroken(String),
     #[error("the sandbox cannot keep the run's own files out of its commands' reach: {0}")]
     Unprotectable(String),
+    #[error("the container environment cannot start: {0}")]
+    Container(String),
 }
 
 /// Runs commands directly on the host.
@@ -136,6 +178,23 @@ impl ExecEnv for Box<dyn ExecEnv> {
     fn process_alive(&self, pid: u32, start_time: Option<u64>) -> bool {
         self.as_ref().process_alive(pid, start_time)
     }
+    fn spawn_held(
+        &self,
+        script: &str,
+        workspace: &Path,
+        out: std::io::PipeWriter,
+    ) -> std::io::Result<super::group::Held> {
+        self.as_ref().spawn_held(script, workspace, out)
+    }
+    fn signal_group(&self, group: &super::group::ProcessGroup, sig: nix::sys::signal::Signal) {
+        self.as_ref().signal_group(group, sig);
+    }
+    fn kill_survivors(&self, group: &super::group::ProcessGroup) -> Vec<super::host::ProcStat> {
+        self.as_ref().kill_survivors(group)
+    }
+    fn container(&self) -> Option<&super::container::Container> {
+        self.as_ref().container()
+    }
 }
 
 impl<E: ExecEnv> ExecEnv for HideVars<E> {
@@ -157,6 +216,32 @@ impl<E: ExecEnv> ExecEnv for HideVars<E> {
 
     fn process_alive(&self, pid: u32, start_time: Option<u64>) -> bool {
         self.inner.process_alive(pid, start_time)
+    }
+
+    fn spawn_held(
+        &self,
+        script: &str,
+        workspace: &Path,
+        out: std::io::PipeWriter,
+    ) -> std::io::Result<super::group::Held> {
+        if self.inner.container().is_some() {
+            // The engine sees none of the agent's variables but a few.
+            self.inner.spawn_held(script, workspace, out)
+        } else {
+            host_spawn_held(self.command(script, workspace), out)
+        }
+    }
+
+    fn signal_group(&self, group: &super::group::ProcessGroup, sig: nix::sys::signal::Signal) {
+        self.inner.signal_group(group, sig);
+    }
+
+    fn kill_survivors(&self, group: &super::group::ProcessGroup) -> Vec<super::host::ProcStat> {
+        self.inner.kill_survivors(group)
+    }
+
+    fn container(&self) -> Option<&super::container::Container> {
+        self.inner.container()
     }
 }
 
@@ -414,7 +499,8 @@ impl SandboxEnv {
     }
 }
 
-/// Builds the environment of a kind (`local` or `sandbox`).
+/// Builds the environment of a kind (`local` or `sandbox`; the container
+/// environment is set up with [`ContainerEnv::attach`]).
 pub fn from_kind(
     kind: crate::config::EnvKind,
     network: bool,
@@ -425,10 +511,186 @@ pub fn from_kind(
         crate::config::EnvKind::Sandbox => Ok(Box::new(
             SandboxEnv::new(network)?.protecting(protected.clone()),
         )),
+        crate::config::EnvKind::Container => Err(EnvError::Container(
+            "the container environment needs the run's id and log".into(),
+        )),
     }
 }
 
-fn find_on_path(name: &str) -> Option<PathBuf> {
+/// Runs every command in the run's container (see [`super::container`]).
+#[derive(Debug, Clone)]
+pub struct ContainerEnv {
+    container: super::container::Container,
+    attach: super::container::Attach,
+}
+
+impl ContainerEnv {
+    /// Finds the run's container and reattaches to it when it runs, or
+    /// starts it: a stopped one is removed first. `<wal>.out/` is created
+    /// for it (0700) when missing.
+    ///
+    /// # Errors
+    /// The engine is missing, or cannot start the container (the message
+    /// names the engine and says what it said).
+    pub fn attach(
+        settings: &crate::config::ContainerSettings,
+        network: bool,
+        run_id: &str,
+        wal: &Path,
+        workspace: &Path,
+        protected: &super::protected::Protected,
+    ) -> Result<ContainerEnv, EnvError> {
+        use super::container::{Attach, Container, ContainerState, Create};
+        let (engine, binary) =
+            super::container::find_engine(settings.engine).map_err(EnvError::Container)?;
+        let failed = |e: String| EnvError::Container(format!("{engine}: {e}"));
+        let ws = canonical(workspace);
+        let out_dir = super::container::output_dir(&resolved(wal));
+        let mut container = Container::new(
+            engine,
+            binary,
+            super::container::container_name(run_id),
+            out_dir.clone(),
+        );
+        let state = container.state().map_err(|e| failed(e.to_string()))?;
+        let attach = match state {
+            ContainerState::Running => Attach::Reattached,
+            ContainerState::Stopped => {
+                container.remove().map_err(failed)?;
+                Attach::Replaced
+            }
+            ContainerState::Gone => Attach::Started,
+        };
+        if attach != Attach::Reattached {
+            let (dirs, files) = hidden(protected, &ws)?;
+            let made = !out_dir.exists();
+            tinyagent_store::fsutil::create_dir_all_durable(&out_dir)
+                .map_err(|e| failed(format!("{}: {e}", out_dir.display())))?;
+            let created = container.create_or_adopt(&Create {
+                image: &settings.image,
+                network,
+                workspace: &ws,
+                wal: &resolved(wal),
+                hide_dirs: &dirs,
+                hide_files: &files,
+            });
+            if let Err(e) = created {
+                if made {
+                    let _ = std::fs::remove_dir(&out_dir);
+                }
+                return Err(failed(format!("cannot start the container: {e}")));
+            }
+        }
+        container.set_reattached(attach == Attach::Reattached);
+        Ok(ContainerEnv { container, attach })
+    }
+
+    /// Whether the run's container was found running, started anew, or
+    /// replaced a stopped one.
+    pub fn attached(&self) -> super::container::Attach {
+        self.attach
+    }
+
+    /// The run's container.
+    pub fn handle(&self) -> &super::container::Container {
+        &self.container
+    }
+}
+
+/// What the container must not see: the directory of each log (its
+/// snapshots, torn tails, `<wal>.d/` and `<wal>.out/`, which is bound
+/// elsewhere) behind an empty tmpfs, every other protected directory the
+/// same, protected files behind `/dev/null`. A log directly in the
+/// workspace, or a protected path holding the workspace, is refused.
+fn hidden(
+    protected: &super::protected::Protected,
+    ws: &Path,
+) -> Result<(Vec<PathBuf>, Vec<PathBuf>), EnvError> {
+    let mut dirs = Vec::new();
+    let mut files = Vec::new();
+    for log in protected.logs() {
+        let log = resolved(log);
+        let Some(dir) = log.parent() else { continue };
+        if dir == ws || ws.starts_with(dir) {
+            return Err(EnvError::Container(format!(
+                "the run's own files cannot be hidden from the container: the log {} lies in a \
+                 directory that holds the workspace, which the container must see while \
+                 the log's directory is hidden from it; give --wal a path in a directory \
+                 of its own",
+                log.display()
+            )));
+        }
+        dirs.push(dir.to_path_buf());
+    }
+    for path in protected.paths() {
+        let path = resolved(path);
+        if protected.logs().iter().any(|l| resolved(l) == path) {
+            continue;
+        }
+        if ws.starts_with(&path) {
+            return Err(EnvError::Container(format!(
+                "the run's own files cannot be hidden from the container: {} is protected \
+                 and holds the workspace",
+                path.display()
+            )));
+        }
+        match std::fs::symlink_metadata(&path) {
+            Ok(m) if m.is_dir() => dirs.push(path),
+            Ok(_) => files.push(path),
+            Err(_) => {}
+        }
+    }
+    dirs.sort();
+    dirs.dedup();
+    files.sort();
+    files.dedup();
+    Ok((dirs, files))
+}
+
+impl ExecEnv for ContainerEnv {
+    fn kind(&self) -> &'static str {
+        "container"
+    }
+
+    /// A one-shot exec for callers that want a plain command (hooks never
+    /// use it: they run on the host).
+    fn command(&self, script: &str, workspace: &Path) -> Command {
+        let mut cmd = self.container.engine_command();
+        cmd.args(["exec", "-w"])
+            .arg(workspace)
+            .arg(self.container.name())
+            .args(["bash", "-c", script]);
+        cmd
+    }
+
+    fn process_alive(&self, pid: u32, start_time: Option<u64>) -> bool {
+        self.container.reattached() && self.container.alive(&[(pid, start_time)]) == [pid]
+    }
+
+    fn spawn_held(
+        &self,
+        script: &str,
+        workspace: &Path,
+        out: std::io::PipeWriter,
+    ) -> std::io::Result<super::group::Held> {
+        self.container.spawn_held(script, workspace, out)
+    }
+
+    fn signal_group(&self, group: &super::group::ProcessGroup, sig: nix::sys::signal::Signal) {
+        self.container
+            .signal_group(group.pid, group.start_time, sig);
+    }
+
+    fn kill_survivors(&self, group: &super::group::ProcessGroup) -> Vec<super::host::ProcStat> {
+        self.container.kill_survivors(group)
+    }
+
+    fn container(&self) -> Option<&super::container::Container> {
+        Some(&self.container)
+    }
+}
+
+pub(crate) fn find_on_path(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .map(|dir| dir.join(name))

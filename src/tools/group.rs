@@ -59,6 +59,20 @@ pub struct Held {
 }
 
 impl Held {
+    /// A command held some other way (the container's wrapper waits for
+    /// the byte on its stdin): `go` releases it.
+    pub fn new(
+        group: ProcessGroup,
+        go: io::PipeWriter,
+        status: Receiver<io::Result<ExitStatus>>,
+    ) -> Held {
+        Held {
+            group,
+            go: Some(go),
+            status,
+        }
+    }
+
     /// Lets the command exec.
     ///
     /// # Errors
@@ -189,17 +203,28 @@ pub fn stop(
     pgid: u32,
     sig: Signal,
     grace: Duration,
+    gone: impl FnMut(Duration) -> bool,
+    cut_short: impl Fn() -> bool,
+) {
+    stop_with(|s| host::signal_group(pgid, s), sig, grace, gone, cut_short);
+}
+
+/// [`stop`] with the signals sent by `send` (a group in a container).
+pub fn stop_with(
+    send: impl Fn(Signal),
+    sig: Signal,
+    grace: Duration,
     mut gone: impl FnMut(Duration) -> bool,
     cut_short: impl Fn() -> bool,
 ) {
-    host::signal_group(pgid, sig);
+    send(sig);
     let deadline = Instant::now() + grace;
     while Instant::now() < deadline && !cut_short() {
         if gone(Duration::from_millis(20)) {
             break;
         }
     }
-    host::kill_group(pgid);
+    send(Signal::SIGKILL);
 }
 
 /// The live (not zombie) processes in the recorded group of a foreground

@@ -28,6 +28,7 @@
 //! sandbox), [`output`] (bounded output buffers).
 
 pub(crate) mod bash;
+pub mod container;
 pub(crate) mod edit;
 pub mod env;
 mod files;
@@ -49,7 +50,7 @@ pub(crate) mod write;
 #[cfg(test)]
 mod tests;
 
-pub use env::{EnvError, ExecEnv, HideVars, LocalEnv, SandboxEnv};
+pub use env::{ContainerEnv, EnvError, ExecEnv, HideVars, LocalEnv, SandboxEnv};
 pub use process::{ProcessStatus, ProcessTable, proc_start_time};
 pub use registry::{DuplicateTool, ToolSet, ToolSetOptions};
 pub use tool::{Effect, Tool, ToolSpec, TypedTool, parse_args};

@@ -16,6 +16,7 @@
 //! process would otherwise die with the tool thread. Dropping the table ends
 //! the spawner thread; processes are not killed by that (call `kill_all`).
 
+use super::container::Container;
 use super::env::ExecEnv;
 use super::host::kill_group;
 pub use super::host::proc_start_time;
@@ -24,7 +25,7 @@ use crate::event::{Event, ProcessExited, ProcessStarted};
 use crate::text::cut_bytes;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use std::fs::{File, OpenOptions};
+use std::fs::OpenOptions;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -90,6 +91,9 @@ pub struct ProcessSummary {
 struct Entry {
     summary: ProcessSummary,
     child: Option<Child>,
+    /// A process in the run's container (no child of ours: the exec that
+    /// started it has ended).
+    inside: Option<Container>,
     reported: bool,
 }
 
@@ -99,6 +103,15 @@ impl Entry {
             && let Ok(Some(status)) = child.try_wait()
         {
             self.finish(status);
+        }
+        if let Some(c) = &self.inside
+            && let Some(code) = c.exit_code(&self.summary.id)
+        {
+            self.summary.status = ProcessStatus::Exited {
+                code: Some(code),
+                signal: None,
+            };
+            self.inside = None;
         }
     }
 
@@ -111,6 +124,17 @@ impl Entry {
     }
 
     fn kill(&mut self) {
+        if let Some(c) = self.inside.take() {
+            c.signal_group(
+                self.summary.pid,
+                self.summary.start_time,
+                nix::sys::signal::Signal::SIGKILL,
+            );
+            self.summary.status = ProcessStatus::Exited {
+                code: None,
+                signal: Some(9),
+            };
+        }
         if let Some(child) = self.child.as_mut() {
             kill_group(child.id());
             if let Ok(status) = child.wait() {
@@ -187,6 +211,29 @@ impl ProcessTable {
         }
     }
 
+    /// Tracks again a process found still running in the run's container
+    /// on resume (as `process.started` recorded it).
+    pub fn reattach(&self, info: &crate::session::ProcessInfo, container: &Container) {
+        let output = info.output.as_ref().map_or_else(
+            || container.output_dir().join(format!("{}.log", info.id)),
+            PathBuf::from,
+        );
+        self.lock().entries.push(Entry {
+            summary: ProcessSummary {
+                id: info.id.clone(),
+                pid: info.pid,
+                command: info.command.clone(),
+                env: info.env.clone(),
+                status: ProcessStatus::Running,
+                output,
+                start_time: info.start_time,
+            },
+            child: None,
+            inside: Some(container.clone()),
+            reported: false,
+        });
+    }
+
     /// Starts `command` in the background; the record to log as `process.started`.
     pub fn start(
         &self,
@@ -195,13 +242,15 @@ impl ProcessTable {
         command: &str,
         step: u64,
     ) -> Result<ProcessStarted, ProcessError> {
-        let dir_err = |e| ProcessError::OutputFile(self.output_dir.display().to_string(), e);
-        tinyagent_store::fsutil::create_dir_all_durable(&self.output_dir).map_err(dir_err)?;
+        let container = env.container();
+        let output_dir = container.map_or(self.output_dir.as_path(), Container::output_dir);
+        let dir_err = |e| ProcessError::OutputFile(output_dir.display().to_string(), e);
+        tinyagent_store::fsutil::create_dir_all_durable(output_dir).map_err(dir_err)?;
         let mut inner = self.lock();
         let (id, path, file) = loop {
             let id = format!("p{}", inner.next);
             inner.next += 1;
-            let path = self.output_dir.join(format!("{id}.log"));
+            let path = output_dir.join(format!("{id}.log"));
             match OpenOptions::new()
                 .append(true)
                 .create_new(true)
@@ -213,6 +262,38 @@ impl ProcessTable {
                 Err(e) => return Err(dir_err(e)),
             }
         };
+        if let Some(c) = container {
+            drop(file);
+            let (pid, start_time) = c
+                .start_background(command, workspace, &id)
+                .map_err(ProcessError::Spawn)?;
+            let summary = ProcessSummary {
+                id: id.clone(),
+                pid,
+                command: command.to_string(),
+                env: env.kind().to_string(),
+                status: ProcessStatus::Running,
+                output: path.clone(),
+                start_time,
+            };
+            inner.entries.push(Entry {
+                summary,
+                child: None,
+                inside: Some(c.clone()),
+                reported: false,
+            });
+            return Ok(ProcessStarted {
+                id,
+                pid,
+                command: command.to_string(),
+                step,
+                env: env.kind().to_string(),
+                start_time,
+                output: Some(path.display().to_string()),
+                container: Some(c.name().to_string()),
+                engine: Some(c.engine().to_string()),
+            });
+        }
         let stderr = file.try_clone().map_err(dir_err)?;
         let mut cmd = env.command(command, workspace);
         cmd.stdin(Stdio::null())
@@ -238,26 +319,48 @@ impl ProcessTable {
             env: summary.env.clone(),
             start_time: summary.start_time,
             output: Some(path.display().to_string()),
+            container: None,
+            engine: None,
         };
         inner.entries.push(Entry {
             summary,
             child: Some(child),
+            inside: None,
             reported: false,
         });
         Ok(record)
     }
 
-    /// Every process started so far, in start order, statuses refreshed.
+    /// Every process started so far, in start order, statuses refreshed
+    /// (processes in a container are looked for inside it: one exec).
     pub fn list(&self) -> Vec<ProcessSummary> {
         let mut inner = self.lock();
-        inner
+        for e in &mut inner.entries {
+            e.refresh();
+        }
+        let inside: Vec<(u32, Option<u64>)> = inner
             .entries
-            .iter_mut()
-            .map(|e| {
-                e.refresh();
-                e.summary.clone()
-            })
-            .collect()
+            .iter()
+            .filter(|e| e.inside.is_some())
+            .map(|e| (e.summary.pid, e.summary.start_time))
+            .collect();
+        if let Some(c) = inner.entries.iter().find_map(|e| e.inside.clone()) {
+            let alive = c.alive(&inside);
+            for e in &mut inner.entries {
+                if e.inside.is_some() && !alive.contains(&e.summary.pid) {
+                    // Gone without its wrapper's exit file: killed (or
+                    // its container went). Look once more for the file.
+                    e.refresh();
+                    if e.inside.take().is_some() {
+                        e.summary.status = ProcessStatus::Exited {
+                            code: None,
+                            signal: None,
+                        };
+                    }
+                }
+            }
+        }
+        inner.entries.iter().map(|e| e.summary.clone()).collect()
     }
 
     /// The last `tail_bytes` of a process's output, and how many bytes came
@@ -271,7 +374,9 @@ impl ProcessTable {
                 .ok_or_else(|| ProcessError::UnknownId(id.to_string()))?
         };
         let read_err = |e| ProcessError::ReadOutput(id.to_string(), e);
-        let mut file = File::open(&path).map_err(read_err)?;
+        // A container's processes can write their output directory: no
+        // link is followed, and only a regular file is read.
+        let mut file = super::container::open_regular(&path).map_err(read_err)?;
         let len = file.metadata().map_err(read_err)?.len();
         let skipped = len.saturating_sub(tail_bytes);
         file.seek(SeekFrom::Start(skipped)).map_err(read_err)?;

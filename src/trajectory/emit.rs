@@ -82,6 +82,7 @@ impl Emitter {
             Item::Notice(notice) => self.events.push(Event::Resume(Resume {
                 interrupted: Vec::new(),
                 lost_processes: Vec::new(),
+                reattached_processes: Vec::new(),
                 notice,
                 limits: None,
                 message: None,

@@ -197,6 +197,8 @@ pub(super) fn process_events(obj: &Obj) -> Result<Vec<(u64, Event)>, TrajectoryE
             env: p.env,
             start_time: p.start_time,
             output: p.output,
+            container: None,
+            engine: None,
         };
         out.push((p.step, Event::ProcessStarted(started)));
         if let Some(exit) = p.exited {

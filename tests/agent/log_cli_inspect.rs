@@ -136,6 +136,8 @@ fn crashed_run() -> Vec<Event> {
             env: "local".into(),
             start_time: None,
             output: None,
+            container: None,
+            engine: None,
         }),
         result(2, "c2", "bash", "started p1"),
         started(2, "c3", "read"),

@@ -12,6 +12,7 @@ mod agent_e2e;
 mod cli_surface;
 mod compaction_e2e;
 mod compaction_resume_e2e;
+mod container;
 mod hooks_e2e;
 mod instructions_e2e;
 mod log_cli_bench;

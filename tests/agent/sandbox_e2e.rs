@@ -298,24 +298,6 @@ fn missing_bubblewrap_fails_run_at_start_saying_how_to_install_it() {
     assert!(!sb.wal().exists(), "nothing was logged");
 }
 
-#[test]
-fn container_environment_is_not_available_and_is_refused() {
-    // No container engine runs on the machines this was built on, so there is
-    // no `container` environment yet (docs/environments.md says how it would
-    // slot in); asking for one is refused as bad config.
-    let sb = Sandbox::new();
-    let server = MockServer::start(vec![MockReply::text("never asked")]);
-    let out = output(sb.run_cmd_cfg(
-        &server.base_url(),
-        "in a container",
-        "[env]\nkind = \"container\"\n",
-    ));
-    let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("env.kind"), "{err}");
-    assert_eq!(server.request_count(), 0);
-}
-
 /// `run` with the log and the config file inside the workspace: the log in
 /// `ws/<wal_rel>`, the config in `ws/tinyagent.toml` holding `toml` too.
 fn run_with_files_in_ws(sb: &Sandbox, base_url: &str, wal_rel: &str, toml: &str) -> Command {

@@ -14,7 +14,9 @@
 //! - `bwrap`: bubblewrap is installed and can create a sandbox here;
 //! - `root`: the tests run as root;
 //! - `loop`: an ext4 image can be made and mounted on a loop device
-//!   (`losetup`, `mkfs.ext4`, `mount`, and `python3` for the shutdown ioctl).
+//!   (`losetup`, `mkfs.ext4`, `mount`, and `python3` for the shutdown ioctl);
+//! - `container`: podman runs a container on the host's root file system
+//!   here (`.ci/podman-host-setup` prepares the host).
 
 use std::io::Write;
 use std::path::Path;
@@ -25,7 +27,7 @@ use tinyagent::tools::SandboxEnv;
 pub const VAR: &str = "TINYAGENT_REQUIRE";
 
 /// The prerequisites this module knows.
-pub const NAMES: &[&str] = &["strace", "bwrap", "root", "loop"];
+pub const NAMES: &[&str] = &["strace", "bwrap", "root", "loop", "container"];
 
 /// True when `TINYAGENT_REQUIRE` names `what`.
 pub fn is_required(what: &str) -> bool {
@@ -110,4 +112,34 @@ pub fn bwrap(ws: &Path, network: bool) -> Result<SandboxEnv, String> {
     env.check(ws)
         .map_err(|e| format!("bubblewrap cannot create a sandbox on this machine: {e}"))?;
     Ok(env)
+}
+
+/// podman can run a container of the host's root file system here (what
+/// the container environment's image `host` needs). Asked once per test
+/// binary.
+pub fn container() -> Result<(), String> {
+    static ANSWER: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    ANSWER
+        .get_or_init(|| {
+            match Command::new("podman")
+                .args([
+                    "run",
+                    "--rm",
+                    "--network",
+                    "none",
+                    "--rootfs",
+                    "/:O",
+                    "true",
+                ])
+                .output()
+            {
+                Err(e) => Err(format!("podman is not installed ({e})")),
+                Ok(o) if !o.status.success() => Err(format!(
+                    "podman cannot run a container here (see .ci/podman-host-setup): {}",
+                    String::from_utf8_lossy(&o.stderr).trim()
+                )),
+                Ok(_) => Ok(()),
+            }
+        })
+        .clone()
 }

@@ -12,6 +12,7 @@ mod support;
 mod store_open;
 mod store_snapshot;
 mod sync_points;
+mod torture_container;
 mod torture_faults;
 mod torture_input;
 mod torture_kill;

@@ -113,6 +113,18 @@ fn header(r: &Report, out: &mut dyn Write) -> io::Result<()> {
         row(out, "time", &when)?;
     }
     row(out, "integrity", &integrity(r))?;
+    if let Some(c) = &r.container {
+        row(
+            out,
+            "container",
+            &format!(
+                "{} ({}, {})",
+                c.name,
+                c.engine.as_deref().unwrap_or("-"),
+                c.state
+            ),
+        )?;
+    }
     let snapshot = r.snapshot.as_ref().map_or("none".to_string(), |s| {
         format!("seq {} ({})", group(s.seq), s.path)
     });

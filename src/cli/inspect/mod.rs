@@ -200,6 +200,31 @@ pub struct Report {
     pub duration_s: Option<f64>,
     /// A process holds the log's lock: the run is going on now.
     pub live: bool,
+    /// The run's container (container environment), null otherwise.
+    pub container: Option<ContainerJson>,
+}
+
+/// The container of a run in the container environment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ContainerJson {
+    pub name: String,
+    pub engine: Option<String>,
+    pub image: Option<String>,
+    /// `running`, `stopped`, `gone`, or `unknown` (the engine could not be asked).
+    pub state: String,
+}
+
+/// Asks the engine whether the report's container runs.
+pub fn container_state(c: &mut ContainerJson) {
+    let engine = c
+        .engine
+        .as_deref()
+        .and_then(|e| crate::config::parse_enum::<crate::config::EngineKind>("env.engine", e).ok());
+    c.state = match crate::tools::container::find_engine(engine) {
+        Ok((_, binary)) => crate::tools::container::state_of(&binary, &c.name)
+            .map_or_else(|_| "unknown".to_string(), |s| s.as_str().to_string()),
+        Err(_) => "unknown".to_string(),
+    };
 }
 
 /// The fold `inspect` reads a log with: what the report shows, in memory
@@ -345,6 +370,14 @@ impl Report {
             duration_s: None,
             live: false,
             warnings: Vec::new(),
+            container: run.and_then(|r| {
+                Some(ContainerJson {
+                    name: r.settings.container.clone()?,
+                    engine: r.settings.engine.map(|e| e.to_string()),
+                    image: r.settings.image.clone(),
+                    state: "unknown".to_string(),
+                })
+            }),
         }
     }
 }
@@ -434,7 +467,10 @@ pub fn first_ts(path: &Path) -> Option<String> {
 
 /// `tinyagent log inspect <WAL> [--json]`.
 pub fn inspect(path: &Path, json: bool, out: &mut dyn Write) -> anyhow::Result<i32> {
-    let report = read_report(path)?;
+    let mut report = read_report(path)?;
+    if let Some(c) = report.container.as_mut() {
+        container_state(c);
+    }
     if json {
         serde_json::to_writer(&mut *out, &report)?;
         writeln!(out)?;
