@@ -54,6 +54,7 @@ pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod event;
+pub mod mcp;
 pub mod model;
 pub mod session;
 pub mod signals;

@@ -31,6 +31,9 @@ pub enum Command {
     Bench(BenchCommand),
     /// An offline end-to-end run with a built-in scripted model.
     Demo(DemoArgs),
+    /// The MCP servers of the config and their tools.
+    #[command(subcommand)]
+    Mcp(McpCommand),
 }
 
 #[derive(Debug, Args, Clone, Default)]
@@ -171,6 +174,26 @@ pub struct DemoArgs {
     /// Keep the demo's workspace and log in this directory.
     #[arg(long)]
     pub dir: Option<PathBuf>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum McpCommand {
+    /// Start the configured servers, list their tools and each tool's
+    /// effect, stop them.
+    List(McpListArgs),
+}
+
+#[derive(Debug, Args, Clone, Default)]
+pub struct McpListArgs {
+    /// TOML config (default ./tinyagent.toml if present).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Where the servers run (default: current directory).
+    #[arg(long)]
+    pub cwd: Option<PathBuf>,
+    /// One JSON object on stdout.
     #[arg(long)]
     pub json: bool,
 }

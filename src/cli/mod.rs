@@ -7,6 +7,7 @@ pub mod args;
 mod demo;
 pub mod inspect;
 mod logcmd;
+mod mcpcmd;
 mod resume;
 mod run;
 pub mod secrets;
@@ -156,5 +157,6 @@ async fn dispatch(cli: Cli) -> Result<i32, CliError> {
             crate::bench::bench_save(&a, &mut out, &mut err).map_err(CliError::from)
         }),
         Command::Demo(a) => tokio::task::block_in_place(|| demo::demo(&a)),
+        Command::Mcp(args::McpCommand::List(a)) => tokio::task::block_in_place(|| mcpcmd::list(&a)),
     }
 }

@@ -11,7 +11,7 @@
 
 pub(crate) mod file;
 
-pub use file::{Config, ConfigError};
+pub use file::{Config, ConfigError, McpServerSection};
 
 use crate::event::{Limits, RunSettings, RunStarted};
 use serde::{Deserialize, Serialize};
