@@ -14,7 +14,9 @@
 //! - `bwrap`: bubblewrap is installed and can create a sandbox here;
 //! - `root`: the tests run as root;
 //! - `loop`: an ext4 image can be made and mounted on a loop device
-//!   (`losetup`, `mkfs.ext4`, `mount`, and `python3` for the shutdown ioctl).
+//!   (`losetup`, `mkfs.ext4`, `mount`, and `python3` for the shutdown ioctl);
+//! - `mcp`: node and the npm MCP servers `.ci/run` installs, found under
+//!   `TINYAGENT_MCP_DIR` (see [`mcp_server`]).
 
 use std::io::Write;
 use std::path::Path;
@@ -25,7 +27,7 @@ use tinyagent::tools::SandboxEnv;
 pub const VAR: &str = "TINYAGENT_REQUIRE";
 
 /// The prerequisites this module knows.
-pub const NAMES: &[&str] = &["strace", "bwrap", "root", "loop"];
+pub const NAMES: &[&str] = &["strace", "bwrap", "root", "loop", "mcp"];
 
 /// True when `TINYAGENT_REQUIRE` names `what`.
 pub fn is_required(what: &str) -> bool {
@@ -110,4 +112,24 @@ pub fn bwrap(ws: &Path, network: bool) -> Result<SandboxEnv, String> {
     env.check(ws)
         .map_err(|e| format!("bubblewrap cannot create a sandbox on this machine: {e}"))?;
     Ok(env)
+}
+
+/// The entry script of the npm MCP server `name` (`server-filesystem`,
+/// `server-memory`, `server-everything`) under `TINYAGENT_MCP_DIR`, which
+/// `.ci/run` sets after installing them; node must run.
+pub fn mcp_server(name: &str) -> Result<std::path::PathBuf, String> {
+    let dir = std::env::var_os("TINYAGENT_MCP_DIR")
+        .ok_or("TINYAGENT_MCP_DIR is not set (.ci/run installs the MCP servers and sets it)")?;
+    let script = Path::new(&dir).join(name).join("dist/index.js");
+    if !script.is_file() {
+        return Err(format!("{} is missing", script.display()));
+    }
+    match Command::new("node").arg("--version").output() {
+        Ok(o) if o.status.success() => Ok(script),
+        Ok(o) => Err(format!(
+            "node does not run: {}",
+            String::from_utf8_lossy(&o.stderr)
+        )),
+        Err(e) => Err(format!("node is not installed ({e})")),
+    }
 }
