@@ -38,12 +38,26 @@ impl McpTool {
         McpTool {
             server: server.clone(),
             tool: info.name.to_string(),
-            name: format!("{}__{}", server.name(), info.name),
+            name: format!("{}__{}", server.name(), model_name(&info.name)),
             description,
             schema: Value::Object((*info.input_schema).clone()),
             effect: effect_of(info),
         }
     }
+}
+
+/// A tool name as model APIs accept it (letters, digits, `_`, `-`): any
+/// other character becomes `_`. Calls still use the server's own name.
+pub fn model_name(tool: &str) -> String {
+    tool.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
 }
 
 /// Read-only only when the server says `readOnlyHint: true` and does not
@@ -117,6 +131,13 @@ mod tests {
             "annotations": annotations,
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn names_are_made_acceptable_to_model_apis() {
+        assert_eq!(model_name("read_file"), "read_file");
+        assert_eq!(model_name("get-env"), "get-env");
+        assert_eq!(model_name("files.read/all"), "files_read_all");
     }
 
     #[test]

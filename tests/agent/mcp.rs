@@ -681,3 +681,62 @@ fn mcp_list_shows_servers_tools_and_effects() {
     assert_eq!(fs["tools"].as_array().unwrap().len(), 14);
     assert_no_server_left(&marker(&sb), "after mcp list");
 }
+
+#[test]
+fn sigint_during_an_mcp_call_abandons_it_and_stops_the_servers() {
+    let Some(s) = servers("sigint_during_an_mcp_call_abandons_it_and_stops_the_servers") else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let server = MockServer::start(vec![
+        MockReply::tool_call(
+            "every__trigger-long-running-operation",
+            json!({"duration": 60, "steps": 60}),
+        )
+        .with_ids(&["c1"]),
+        MockReply::text("after the resume"),
+    ]);
+    let mut cmd = sb.run_cmd_cfg(&server.base_url(), "long", &servers_toml(&sb, &s));
+    cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !std::fs::read(sb.wal())
+        .is_ok_and(|b| String::from_utf8_lossy(&b).contains("\"tool.started\""))
+    {
+        assert!(Instant::now() < deadline, "the call never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap()),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let started = Instant::now();
+    let status = wait(&mut child, Duration::from_secs(30));
+    assert_eq!(status.code(), Some(130));
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "the 60 s call was not abandoned"
+    );
+    let recs = log(&sb);
+    let r = result(&recs, "c1");
+    assert_eq!(r["interrupted"], true);
+    assert_eq!(r["signal"], "SIGINT");
+    assert!(
+        r["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("[interrupted by SIGINT: the command was stopped after"),
+        "{r}"
+    );
+    assert_eq!(recs.last().unwrap().data["status"], "interrupted");
+    assert_no_server_left(&marker(&sb), "after the interrupted run");
+    // Resume carries on without running the call again.
+    let out = output(sb.resume_cmd());
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let recs = log(&sb);
+    assert_eq!(find(&recs, "tool.started", "c1").len(), 1);
+    assert_eq!(recs.last().unwrap().data["status"], "completed");
+    assert_no_server_left(&marker(&sb), "after the resume");
+}
