@@ -387,12 +387,6 @@ fn tools_for(run: &RunStarted, mcp: &McpServers) -> Result<ToolSet, CliError> {
     Ok(tools)
 }
 
-/// The MCP servers of the local config, started for a resumed run.
-fn mcp_for(config: &RunConfig, args: &ResumeArgs) -> Result<McpServers, CliError> {
-    let local = Config::load(args.config.as_deref())?;
-    super::run::start_mcp(&local.mcp, config)
-}
-
 /// Stage 4: the limits given on the command line, over the log's.
 fn new_limits(current: &Limits, args: &ResumeArgs) -> Option<Limits> {
     if args.max_steps.is_none() && args.max_cost.is_none() && args.max_format_errors.is_none() {
@@ -481,10 +475,16 @@ pub async fn resume(args: &ResumeArgs) -> Result<i32, CliError> {
     // locked, a torn tail cut or a trajectory imported.
     check_flags(args)?;
     let (mut source, mut first) = locate(args)?;
+    // With no MCP server on either side the tool set is known before the
+    // workspace is: it is checked first.
+    let local = Config::load(args.config.as_deref())?;
+    if first.mcp_tools.is_empty() && local.mcp.servers.values().all(|s| s.enabled == Some(false)) {
+        tools_for(&first, &McpServers::default())?;
+    }
     confirm_workspace(&mut source, &mut first, args)?;
     let first_config = config_for(&first, args)?;
     // The servers run (in the workspace) from here until the run ends.
-    let mcp = mcp_for(&first_config, args)?;
+    let mcp = super::run::start_mcp(&local.mcp, &first_config)?;
     tools_for(&first, &mcp)?;
     let mut options = store_options(&first_config);
     options.seams = test_seams()?;
