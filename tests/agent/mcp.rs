@@ -562,41 +562,57 @@ fn server_pid(marker: &str, needle: &str) -> Option<u32> {
     })
 }
 
-#[test]
-fn a_server_killed_during_a_call_gives_an_error_and_is_started_again() {
-    let Some(s) = servers("a_server_killed_during_a_call_gives_an_error_and_is_started_again")
-    else {
-        return;
-    };
-    let sb = Sandbox::new();
-    let server = MockServer::start(vec![
-        MockReply::tool_call(
-            "every__trigger-long-running-operation",
-            json!({"duration": 30, "steps": 30}),
-        )
-        .with_ids(&["c1"]),
-        MockReply::tool_call("every__echo", json!({"message": "still here"})).with_ids(&["c2"]),
-        MockReply::text("done"),
-    ]);
-    let mut cmd = sb.run_cmd_cfg(&server.base_url(), "long", &servers_toml(&sb, &s));
-    cmd.stdout(Stdio::null()).stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    // Once the call is durable as started, kill the server in the middle of it.
+/// Waits until the log holds the `tool.started` of `call_id`.
+fn wait_started(sb: &Sandbox, call_id: &str) {
+    let needle = format!("\"call_id\":\"{call_id}\"");
     let deadline = Instant::now() + Duration::from_secs(30);
-    while !std::fs::read(sb.wal())
-        .is_ok_and(|b| String::from_utf8_lossy(&b).contains("\"tool.started\""))
-    {
-        assert!(Instant::now() < deadline, "the call never started");
+    while !std::fs::read_to_string(sb.wal()).is_ok_and(|t| {
+        t.lines()
+            .any(|l| l.contains("\"tool.started\"") && l.contains(&needle))
+    }) {
+        assert!(Instant::now() < deadline, "{call_id} never started");
         std::thread::sleep(Duration::from_millis(20));
     }
+    // The request is on its way to the server by now.
     std::thread::sleep(Duration::from_millis(300));
-    let everything = s[2].display().to_string();
-    let pid = server_pid(&marker(&sb), &everything).expect("the everything server runs");
+}
+
+fn kill_server(sb: &Sandbox, script: &std::path::Path) {
+    let pid = server_pid(&marker(sb), &script.display().to_string()).expect("the server runs");
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap()),
         nix::sys::signal::Signal::SIGKILL,
     )
     .unwrap();
+}
+
+#[test]
+fn a_server_killed_during_a_call_gives_an_error_and_is_started_again_once() {
+    let Some(s) = servers("a_server_killed_during_a_call_gives_an_error_and_is_started_again_once")
+    else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let long = || {
+        MockReply::tool_call(
+            "every__trigger-long-running-operation",
+            json!({"duration": 30, "steps": 30}),
+        )
+    };
+    let server = MockServer::start(vec![
+        long().with_ids(&["c1"]),
+        MockReply::tool_call("every__echo", json!({"message": "still here"})).with_ids(&["c2"]),
+        long().with_ids(&["c3"]),
+        MockReply::tool_call("every__echo", json!({"message": "gone?"})).with_ids(&["c4"]),
+        MockReply::text("done"),
+    ]);
+    let mut cmd = sb.run_cmd_cfg(&server.base_url(), "long", &servers_toml(&sb, &s));
+    cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    wait_started(&sb, "c1");
+    kill_server(&sb, &s[2]);
+    wait_started(&sb, "c3");
+    kill_server(&sb, &s[2]);
     let status = wait(&mut child, Duration::from_secs(60));
     assert_eq!(status.code(), Some(0));
     let recs = log(&sb);
@@ -607,6 +623,7 @@ fn a_server_killed_during_a_call_gives_an_error_and_is_started_again() {
         text.contains("MCP server `every` exited during the call"),
         "{text}"
     );
+    assert!(text.contains("killed by SIGKILL"), "{text}");
     assert!(text.contains("started again"), "{text}");
     let r2 = result(&recs, "c2");
     assert_eq!(r2["is_error"], false, "{r2}");
@@ -614,6 +631,26 @@ fn a_server_killed_during_a_call_gives_an_error_and_is_started_again() {
         r2["content"].as_str().unwrap().contains("still here"),
         "{r2}"
     );
+    // The second death is the last: the server is not started again.
+    let r3 = result(&recs, "c3");
+    assert_eq!(r3["is_error"], true);
+    assert!(
+        r3["content"]
+            .as_str()
+            .unwrap()
+            .contains("not started again"),
+        "{r3}"
+    );
+    let r4 = result(&recs, "c4");
+    assert_eq!(r4["is_error"], true);
+    assert!(
+        r4["content"]
+            .as_str()
+            .unwrap()
+            .contains("not started again"),
+        "{r4}"
+    );
+    assert_eq!(recs.last().unwrap().data["status"], "completed");
     assert_no_server_left(&marker(&sb), "after the run");
 }
 
