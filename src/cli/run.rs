@@ -171,7 +171,13 @@ pub fn start_mcp(servers: &McpSection, config: &RunConfig) -> Result<McpServers,
                 .join(", ")
         )));
     }
-    tokio::task::block_in_place(|| McpServers::start(specs)).map_err(CliError::refused)
+    tokio::task::block_in_place(|| McpServers::start(specs)).map_err(|e| {
+        match crate::signals::received() {
+            // Stopped while the servers started: nothing was written.
+            Some(sig) => CliError::new(crate::signals::exit_code(sig), e),
+            None => CliError::refused(e),
+        }
+    })
 }
 
 /// The built-in tools `opts` offers, then the MCP servers' tools.

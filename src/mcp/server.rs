@@ -474,9 +474,23 @@ fn connect(
         };
         let _ = tx.send(result);
     });
-    let result = rx
-        .recv()
-        .unwrap_or_else(|_| Err("its session ended unexpectedly".into()));
+    // A stopping signal cuts the wait short (nothing has been written yet).
+    let result = loop {
+        match rx.recv_timeout(Duration::from_millis(20)) {
+            Ok(r) => break r,
+            Err(RecvTimeoutError::Disconnected) => {
+                break Err("its session ended unexpectedly".into());
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                if let Some(sig) = crate::signals::received() {
+                    break Err(format!(
+                        "interrupted by {} while it started",
+                        crate::signals::name(sig)
+                    ));
+                }
+            }
+        }
+    };
     match result {
         Ok((service, tools)) => Ok((
             Conn {

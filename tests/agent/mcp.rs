@@ -777,3 +777,43 @@ fn sigint_during_an_mcp_call_abandons_it_and_stops_the_servers() {
     assert_eq!(recs.last().unwrap().data["status"], "completed");
     assert_no_server_left(&marker(&sb), "after the resume");
 }
+
+#[test]
+fn sigint_while_the_servers_start_stops_with_nothing_written() {
+    let sb = Sandbox::new();
+    let server = MockServer::start(vec![MockReply::text("never")]);
+    let mut cmd = sb.run_cmd_cfg(
+        &server.base_url(),
+        "task",
+        "[mcp.servers.slow]\ncommand = \"sleep\"\nargs = [\"30\"]\n",
+    );
+    cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    // The server is up (a `sleep` child of the agent) before the signal.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let agent = child.id().to_string();
+    while !std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        std::fs::read_to_string(e.path().join("stat"))
+            .is_ok_and(|st| st.contains("(sleep)") && st.split_whitespace().nth(3) == Some(&agent))
+    }) {
+        assert!(Instant::now() < deadline, "the server never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let started = Instant::now();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap()),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let status = wait(&mut child, Duration::from_secs(30));
+    assert_eq!(status.code(), Some(130));
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the start was not cut short"
+    );
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(err.contains("`slow`") && err.contains("SIGINT"), "{err}");
+    assert!(!sb.wal().exists(), "a log was written");
+    assert_eq!(server.request_count(), 0);
+}
