@@ -44,18 +44,21 @@ fn marker(sb: &Sandbox) -> String {
 }
 
 /// `[mcp.servers.*]` for the filesystem server (on the workspace), the
-/// memory server (its graph in the temp dir) and the everything server.
+/// memory server (its graph in the temp dir, started by a shell) and the
+/// everything server.
 fn servers_toml(sb: &Sandbox, s: &[PathBuf; 3]) -> String {
     let m = toml_str(&marker(sb));
     format!(
         "[mcp.servers.fs]\ncommand = \"node\"\nargs = [{}, {}]\nenv = {{ MCP_TEST_MARKER = {m} }}\n\
-         [mcp.servers.mem]\ncommand = \"node\"\nargs = [{}]\n\
+         [mcp.servers.mem]\ncommand = \"sh\"\nargs = [\"-c\", {}]\n\
          env = {{ MCP_TEST_MARKER = {m}, MEMORY_FILE_PATH = {} }}\n\
          [mcp.servers.every]\ncommand = \"node\"\nargs = [{}, \"stdio\"]\n\
          env = {{ MCP_TEST_MARKER = {m}, PLAIN_SETTING = \"from-config\" }}\n",
         toml_str(&s[0].display().to_string()),
         toml_str(&sb.ws().display().to_string()),
-        toml_str(&s[1].display().to_string()),
+        // Through a shell that stays as the server's parent: the server
+        // proper is a grandchild of the agent.
+        toml_str(&format!("node '{}'; true", s[1].display())),
         toml_str(&sb.path("memory.jsonl").display().to_string()),
         toml_str(&s[2].display().to_string()),
     )
