@@ -228,6 +228,10 @@ pub struct RunStarted {
     pub read_only: bool,
     pub tool_signature: String,
     pub tools: Vec<String>,
+    /// The MCP servers' tools among `tools`, as their servers listed them
+    /// (absent in logs of runs without MCP servers).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp_tools: Vec<crate::mcp::McpToolRecord>,
     pub limits: Limits,
     /// The system prompt the run was started with.
     #[serde(default)]

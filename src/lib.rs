@@ -33,6 +33,10 @@
 //!   foreground process groups (held until recorded, stopped on a
 //!   signal, found again after a kill), background processes, workspace
 //!   confinement and the run's protected files.
+//! - [`mcp`]: Model Context Protocol servers over stdio as tool sources:
+//!   each server tool becomes a [`tools::Tool`] named `<server>__<tool>`,
+//!   read-only only when the server says `readOnlyHint`; their list is
+//!   recorded in `run.started` and checked again on resume.
 //! - [`agent`]: the loop (persist the intent, act, persist the result), the
 //!   one call runner every call goes through (pre hook, `tool.started`, run,
 //!   post hook, `tool.result`, plan update), compaction of the model's view,
@@ -55,6 +59,7 @@ pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod event;
+pub mod mcp;
 pub mod model;
 pub mod session;
 pub mod signals;

@@ -80,6 +80,7 @@ fn run_started() -> RunStarted {
         read_only: false,
         tool_signature: "bench".into(),
         tools: vec!["bash".into(), "read".into(), "write".into()],
+        mcp_tools: Vec::new(),
         limits: Limits::default(),
         system_prompt: "You are a careful coding agent.".into(),
         settings: RunSettings::default(),

@@ -47,6 +47,9 @@ pub enum Command {
     /// The container environment's containers.
     #[command(subcommand)]
     Env(EnvCommand),
+    /// The MCP servers of the config and their tools.
+    #[command(subcommand)]
+    Mcp(McpCommand),
 }
 
 const RUN_EXAMPLES: &str = "Examples:
@@ -301,6 +304,26 @@ pub struct DemoArgs {
     #[arg(long)]
     pub dir: Option<PathBuf>,
     /// JSON events on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum McpCommand {
+    /// Start the configured servers, list their tools and each tool's
+    /// effect, stop them.
+    List(McpListArgs),
+}
+
+#[derive(Debug, Args, Clone, Default)]
+pub struct McpListArgs {
+    /// TOML config (default ./tinyagent.toml if present).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Where the servers run (default: current directory).
+    #[arg(long)]
+    pub cwd: Option<PathBuf>,
+    /// One JSON object on stdout.
     #[arg(long)]
     pub json: bool,
 }

@@ -9,6 +9,7 @@ mod endpoints;
 mod envcmd;
 pub mod inspect;
 mod logcmd;
+mod mcpcmd;
 mod resume;
 mod run;
 pub mod secrets;
@@ -255,5 +256,6 @@ async fn dispatch(cli: Cli) -> Result<i32, CliError> {
         Command::Env(args::EnvCommand::Prune(a)) => {
             tokio::task::block_in_place(|| envcmd::prune(&a))
         }
+        Command::Mcp(args::McpCommand::List(a)) => tokio::task::block_in_place(|| mcpcmd::list(&a)),
     }
 }

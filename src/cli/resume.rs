@@ -9,6 +9,7 @@ use crate::agent::resume::StopInfo;
 use crate::agent::{Agent, AgentParts};
 use crate::config::{Config, EnvKind, HookSettings, RunConfig};
 use crate::event::{Limits, RunStarted, RunStatus};
+use crate::mcp::McpServers;
 use crate::session::Status;
 use crate::store::{OpenReport, Store, StoreOptions};
 use crate::tools::{ProcessTable, ToolSet, ToolSetOptions};
@@ -382,12 +383,22 @@ fn local_hooks(
     Ok(hooks)
 }
 
-/// Stage 3: the tool set, which must be the one the log was written with.
-fn tools_for(run: &RunStarted) -> Result<ToolSet, CliError> {
-    let tools = ToolSet::new(ToolSetOptions {
+/// Stage 3: the tool set, which must be the one the log was written with:
+/// the built-in tools for its settings and the tools of the MCP servers
+/// (started again from the local config), which must be those it recorded.
+fn tools_for(run: &RunStarted, mcp: &McpServers) -> Result<ToolSet, CliError> {
+    let opts = ToolSetOptions {
         read_only: run.read_only,
         plan: run.plan_enabled,
-    });
+    };
+    let changed = crate::mcp::differences(&run.mcp_tools, &mcp.records(opts));
+    if !changed.is_empty() {
+        return Err(CliError::refused(format!(
+            "tool set mismatch: the MCP tools differ from those the log was written with: {}",
+            changed.join("; ")
+        )));
+    }
+    let tools = super::run::tool_set(opts, mcp)?;
     if tools.signature() != run.tool_signature {
         return Err(CliError::refused(format!(
             "tool set mismatch: the log was written with tool signature {} (plan {}, {}), this tinyagent offers {} for those settings",
@@ -492,9 +503,18 @@ pub async fn resume(args: &ResumeArgs) -> Result<i32, CliError> {
     // locked, a torn tail cut or a trajectory imported.
     check_flags(args)?;
     let (mut source, mut first) = locate(args)?;
-    tools_for(&first)?;
+    // With no MCP server on either side the tool set is known before the
+    // workspace is: it is checked first.
+    let local = Config::load(args.config.as_deref())?;
+    if first.mcp_tools.is_empty() && local.mcp.servers.values().all(|s| s.enabled == Some(false)) {
+        tools_for(&first, &McpServers::default())?;
+    }
     confirm_workspace(&mut source, &mut first, args)?;
-    let mut options = store_options(&config_for(&first, args)?);
+    let first_config = config_for(&first, args)?;
+    // The servers run (in the workspace) from here until the run ends.
+    let mcp = super::run::start_mcp(&local.mcp, &first_config)?;
+    tools_for(&first, &mcp)?;
+    let mut options = store_options(&first_config);
     options.seams = test_seams()?;
     let (wal, untracked) = match source {
         Source::Log(wal) => (wal, None),
@@ -519,7 +539,8 @@ pub async fn resume(args: &ResumeArgs) -> Result<i32, CliError> {
         ))
     })?;
     let config = config_for(&run, args)?;
-    let tools = tools_for(&run)?;
+    let tools = tools_for(&run, &mcp)?;
+    drop(mcp);
     let out = Output::new(args.json);
     report_open(&out, &report);
     if let Err((code, why)) = may_continue(store.state(), args) {

@@ -4,12 +4,14 @@ use super::CliError;
 use super::args::RunArgs;
 use crate::agent::output::Output;
 use crate::agent::{Agent, AgentParts, prompt};
+use crate::config::file::McpSection;
 use crate::config::{
     Config, ContainerSettings, DEFAULT_COMPACT_AT, DEFAULT_HOOK_TIMEOUT, DEFAULT_KEEP_RECENT,
     DEFAULT_SNAPSHOT_EVERY, EnvKind, HOST_IMAGE, HookSettings, ModelSettings, ProviderKind,
     RunConfig,
 };
 use crate::event::{Event, Limits, RunStarted, SCHEMA_VERSION};
+use crate::mcp::{McpServers, ServerSpec};
 use crate::model::{Provider, ProviderConfig};
 use crate::store::{Store, StoreOptions, TestSeams};
 use crate::tools::{ContainerEnv, ExecEnv, HideVars, ProcessTable, ToolSet, ToolSetOptions};
@@ -203,15 +205,53 @@ pub fn resolve_engine(config: &mut RunConfig) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Stage 2: a new run's identity, log path and first record.
-pub fn new_run(args: &RunArgs, config: RunConfig) -> Result<RunPlan, CliError> {
+/// Starts the enabled MCP servers of the local config for a run with
+/// `config` (a failure is refused, naming the server). Their environment
+/// lacks the run's `api_key_env` besides every usual key variable.
+pub fn start_mcp(servers: &McpSection, config: &RunConfig) -> Result<McpServers, CliError> {
+    let hide: Vec<String> = config.model.api_key_env.iter().cloned().collect();
+    let specs = ServerSpec::enabled(&servers.servers, &config.workspace, &hide);
+    if specs.is_empty() {
+        return Ok(McpServers::default());
+    }
+    if config.env != crate::config::EnvKind::Local {
+        return Err(CliError::refused(format!(
+            "MCP servers ({}) run on the host, outside the {env}: they cannot be used with \
+             env.kind = \"{env}\" (disable them with enabled = false)",
+            specs
+                .iter()
+                .map(|s| s.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            env = config.env.as_str()
+        )));
+    }
+    tokio::task::block_in_place(|| McpServers::start(specs)).map_err(|e| {
+        match crate::signals::received() {
+            // Stopped while the servers started: nothing was written.
+            Some(sig) => CliError::new(crate::signals::exit_code(sig), e),
+            None => CliError::refused(e),
+        }
+    })
+}
+
+/// The built-in tools `opts` offers, then the MCP servers' tools.
+pub fn tool_set(opts: ToolSetOptions, mcp: &McpServers) -> Result<ToolSet, CliError> {
+    let mut tools = ToolSet::new(opts);
+    for tool in mcp.tools() {
+        tools
+            .register(tool)
+            .map_err(|e| CliError::refused(e.to_string()))?;
+    }
+    Ok(tools)
+}
+
+/// Stage 2: a new run's identity, log path and first record. The MCP
+/// servers are started last, once every other check has passed.
+pub fn new_run(args: &RunArgs, config: RunConfig, mcp: &McpSection) -> Result<RunPlan, CliError> {
     if args.task.trim().is_empty() {
         return Err(CliError::refused("the task is empty"));
     }
-    let tools = ToolSet::new(ToolSetOptions {
-        read_only: config.read_only,
-        plan: config.plan_enabled,
-    });
     let run_id = new_run_id();
     let wal = match &args.wal {
         Some(w) => w.clone(),
@@ -223,6 +263,12 @@ pub fn new_run(args: &RunArgs, config: RunConfig) -> Result<RunPlan, CliError> {
             wal.display()
         )));
     }
+    let opts = ToolSetOptions {
+        read_only: config.read_only,
+        plan: config.plan_enabled,
+    };
+    let servers = start_mcp(mcp, &config)?;
+    let tools = tool_set(opts, &servers)?;
     let workspace = config.workspace.display().to_string();
     let instructions = if args.no_agents_md {
         crate::agent::instructions::Instructions::default()
@@ -266,6 +312,7 @@ pub fn new_run(args: &RunArgs, config: RunConfig) -> Result<RunPlan, CliError> {
         read_only: config.read_only,
         tool_signature: tools.signature(),
         tools: tools.names(),
+        mcp_tools: servers.records(opts),
         limits: config.limits.clone(),
         system_prompt,
         settings,
@@ -284,7 +331,7 @@ pub fn new_run(args: &RunArgs, config: RunConfig) -> Result<RunPlan, CliError> {
 pub fn plan_run(args: &RunArgs) -> Result<RunPlan, CliError> {
     let file = Config::load(args.config.as_deref())?;
     let config = resolve(args, &file)?;
-    new_run(args, config)
+    new_run(args, config, &file.mcp)
 }
 
 /// The API key from the named variable (or the provider's usual one), as it

@@ -40,6 +40,8 @@ pub struct Config {
     pub hooks: HooksSection,
     #[serde(default)]
     pub env: EnvSection,
+    #[serde(default)]
+    pub mcp: McpSection,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -161,6 +163,81 @@ fn merge(base: &mut toml::Table, over: toml::Table) {
     }
 }
 
+/// `[mcp]`: the Model Context Protocol servers whose tools a run offers
+/// (see [`crate::mcp`]).
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpSection {
+    /// `[mcp.servers.<name>]`, by name.
+    #[serde(default)]
+    pub servers: std::collections::BTreeMap<String, McpServerSection>,
+}
+
+/// One `[mcp.servers.<name>]` table: a server started over stdio.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerSection {
+    /// The program (a path, or a name looked up on PATH).
+    pub command: String,
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Variables added to the server's environment (trusted local config).
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
+    /// `false` leaves the server out (default `true`).
+    pub enabled: Option<bool>,
+    /// How long the server may take to start and list its tools.
+    pub startup_timeout_ms: Option<u64>,
+}
+
+impl McpSection {
+    /// Every server's name, command, environment and timeout is well formed.
+    pub fn check(&self) -> Result<(), ConfigError> {
+        for (name, s) in &self.servers {
+            let key = |k: &str| format!("mcp.servers.{name}.{k}");
+            let value = |k: &str, message: &str| ConfigError::Value {
+                key: key(k),
+                message: message.to_string(),
+            };
+            if name.is_empty()
+                || name.len() > 32
+                || name.contains("__")
+                || !name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+            {
+                return Err(ConfigError::Value {
+                    key: format!("mcp.servers.{name:?}"),
+                    message: "a server name is 1 to 32 letters, digits, `-` or `_`, \
+                              without `__` (tools are named <server>__<tool>)"
+                        .into(),
+                });
+            }
+            if s.command.trim().is_empty() {
+                return Err(value("command", "must name a program"));
+            }
+            if s.command.contains('\0') || s.args.iter().any(|a| a.contains('\0')) {
+                return Err(value("args", "must not hold a NUL byte"));
+            }
+            for (k, v) in &s.env {
+                if k.is_empty() || k.contains('=') || k.contains('\0') || v.contains('\0') {
+                    return Err(value(
+                        "env",
+                        &format!("{k:?} is not a variable name (or its value holds a NUL byte)"),
+                    ));
+                }
+            }
+            if s.startup_timeout_ms.is_some_and(|t| t == 0 || t > 600_000) {
+                return Err(value(
+                    "startup_timeout_ms",
+                    "must be from 1 to 600000 (10 minutes)",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Config {
     /// The config a run uses: the global file ([`global_path`]) under the
     /// project's (`path`, or `./tinyagent.toml` when `path` is None and that
@@ -196,6 +273,7 @@ impl Config {
         self.model.provider()?;
         self.env.kind()?;
         self.hooks.on_failure()?;
+        self.mcp.check()?;
         Ok(())
     }
 }
@@ -295,6 +373,54 @@ kind = "local"
         assert_eq!(c.compaction.keep_recent, Some(4));
         assert_eq!(c.wal.snapshot_every, Some(10));
         assert_eq!(c.env.kind.as_deref(), Some("local"));
+    }
+
+    #[test]
+    fn mcp_servers_parse_and_are_checked() {
+        let c = Config::parse(
+            r#"
+[mcp.servers.fs]
+command = "node"
+args = ["server.js", "/tmp"]
+env = { A = "1" }
+startup_timeout_ms = 5000
+[mcp.servers.off]
+command = "x"
+enabled = false
+"#,
+        )
+        .unwrap();
+        c.check().unwrap();
+        let fs = &c.mcp.servers["fs"];
+        assert_eq!(fs.args, ["server.js", "/tmp"]);
+        assert_eq!(fs.env["A"], "1");
+        assert_eq!(c.mcp.servers["off"].enabled, Some(false));
+        for (toml, named) in [
+            ("[mcp.servers.a__b]\ncommand = \"x\"\n", "a__b"),
+            (
+                "[mcp.servers.a]\ncommand = \" \"\n",
+                "mcp.servers.a.command",
+            ),
+            (
+                "[mcp.servers.a]\ncommand = \"x\"\nstartup_timeout_ms = 0\n",
+                "startup_timeout_ms",
+            ),
+            (
+                "[mcp.servers.a]\ncommand = \"x\"\nenv = { \"\" = \"1\" }\n",
+                "env",
+            ),
+        ] {
+            let e = Config::parse(toml)
+                .unwrap()
+                .check()
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(named), "{toml}: {e}");
+        }
+        let e = Config::parse("[mcp.servers.a]\ncommand = \"x\"\nargz = []\n").unwrap_err();
+        assert!(e.contains("argz"), "{e}");
+        let e = Config::parse("[mcp.servers.a]\nargs = []\n").unwrap_err();
+        assert!(e.contains("command"), "{e}");
     }
 
     #[test]

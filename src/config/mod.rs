@@ -12,7 +12,7 @@
 pub(crate) mod file;
 pub mod prices;
 
-pub use file::{Config, ConfigError};
+pub use file::{Config, ConfigError, McpServerSection};
 
 use crate::event::{Limits, RunSettings, RunStarted};
 use serde::{Deserialize, Serialize};

@@ -14,6 +14,7 @@ pub fn run_started(plan_enabled: bool) -> Event {
         read_only: false,
         tool_signature: "sig".into(),
         tools: vec!["bash".into(), "read".into()],
+        mcp_tools: Vec::new(),
         limits: Limits {
             max_steps: Some(20),
             max_cost_usd: Some(1.5),

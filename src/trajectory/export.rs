@@ -64,7 +64,7 @@ pub fn export_v2(state: &State) -> Value {
     let signature = run
         .map(|r| r.tool_signature.as_str())
         .filter(|s| !s.is_empty());
-    json!({
+    let mut doc = json!({
         "schema_version": 2,
         "run_id": run.map(|r| r.run_id.as_str()).unwrap_or_default(),
         "task": run.map(|r| r.task.as_str()).unwrap_or_default(),
@@ -94,5 +94,11 @@ pub fn export_v2(state: &State) -> Value {
         "status": status,
         "compactions": state.compactions,
         "resumes": state.resumes,
-    })
+    });
+    // The MCP tools the run recorded, so an imported copy resumes against
+    // the same servers.
+    if let Some(r) = run.filter(|r| !r.mcp_tools.is_empty()) {
+        doc["mcp_tools"] = json!(r.mcp_tools);
+    }
+    doc
 }

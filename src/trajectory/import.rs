@@ -99,6 +99,7 @@ pub fn import(text: &str) -> Result<Imported, TrajectoryError> {
         read_only: optional(obj, "read_only")?.unwrap_or(false),
         tool_signature: tool_signature.clone().unwrap_or_default(),
         tools: optional(obj, "tools")?.unwrap_or_default(),
+        mcp_tools: optional(obj, "mcp_tools")?.unwrap_or_default(),
         limits,
         system_prompt: system.content.clone(),
         settings: optional::<RunSettings>(obj, "settings")?.unwrap_or_default(),

@@ -21,6 +21,7 @@ fn run_started() -> Event {
         read_only: false,
         tool_signature: "sig".into(),
         tools: vec!["bash".into(), "read".into(), "update_plan".into()],
+        mcp_tools: Vec::new(),
         limits: Limits {
             max_steps: Some(10),
             ..Limits::default()

@@ -55,6 +55,7 @@ fn write_log(path: &Path, steps: u64) -> u64 {
         read_only: false,
         tool_signature: "sig".into(),
         tools: vec!["bash".into()],
+        mcp_tools: Vec::new(),
         limits: Limits::default(),
         system_prompt: "sys".into(),
         settings: RunSettings::default(),

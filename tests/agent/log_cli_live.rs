@@ -22,6 +22,7 @@ fn started() -> Event {
         read_only: true,
         tool_signature: "sig".into(),
         tools: vec!["read".into()],
+        mcp_tools: Vec::new(),
         limits: Limits::default(),
         system_prompt: "sys".into(),
         settings: RunSettings::default(),

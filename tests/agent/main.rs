@@ -19,6 +19,7 @@ mod log_cli_bench;
 mod log_cli_inspect;
 mod log_cli_inspect_memory;
 mod log_cli_live;
+mod mcp;
 mod model_anthropic;
 mod model_mock_checks;
 mod model_openai;

@@ -201,6 +201,17 @@ pub fn check_write_order(recs: &[Rec]) {
     let mut started: Vec<(String, String)> = Vec::new();
     let (mut tin, mut tout, mut cost) = (0u64, 0u64, 0f64);
     let mut answered = std::collections::HashSet::new();
+    // MCP tools marked read-only count as read-only (section 13).
+    let mcp_read_only: Vec<String> = recs[0].data["mcp_tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .filter(|t| t["effect"] == "read-only")
+                .filter_map(|t| t["name"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
     for r in recs {
         match r.kind.as_str() {
             "model.response" => {
@@ -250,7 +261,9 @@ pub fn check_write_order(recs: &[Rec]) {
                 );
                 // Only read-only calls of one response run at once (section 9);
                 // any other call starts when every earlier one is answered.
-                let read_only = |n: &str| matches!(n, "read" | "grep" | "glob");
+                let read_only = |n: &str| {
+                    matches!(n, "read" | "grep" | "glob") || mcp_read_only.iter().any(|m| m == n)
+                };
                 assert!(
                     read_only(&name) || pending.first() == Some(&id),
                     "seq {}: {name} started before the calls before it were answered",

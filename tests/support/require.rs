@@ -17,6 +17,8 @@
 //!   (`losetup`, `mkfs.ext4`, `mount`, and `python3` for the shutdown ioctl);
 //! - `container`: podman runs a container on the host's root file system
 //!   here (`.ci/podman-host-setup` prepares the host).
+//! - `mcp`: node and the npm MCP servers `.ci/run` installs, found under
+//!   `TINYAGENT_MCP_DIR` (see [`mcp_server`]).
 
 use std::io::Write;
 use std::path::Path;
@@ -27,7 +29,7 @@ use tinyagent::tools::SandboxEnv;
 pub const VAR: &str = "TINYAGENT_REQUIRE";
 
 /// The prerequisites this module knows.
-pub const NAMES: &[&str] = &["strace", "bwrap", "root", "loop", "container"];
+pub const NAMES: &[&str] = &["strace", "bwrap", "root", "loop", "container", "mcp"];
 
 /// True when `TINYAGENT_REQUIRE` names `what`.
 pub fn is_required(what: &str) -> bool {
@@ -142,4 +144,24 @@ pub fn container() -> Result<(), String> {
             }
         })
         .clone()
+}
+
+/// The entry script of the npm MCP server `name` (`server-filesystem`,
+/// `server-memory`, `server-everything`) under `TINYAGENT_MCP_DIR`, which
+/// `.ci/run` sets after installing them; node must run.
+pub fn mcp_server(name: &str) -> Result<std::path::PathBuf, String> {
+    let dir = std::env::var_os("TINYAGENT_MCP_DIR")
+        .ok_or("TINYAGENT_MCP_DIR is not set (.ci/run installs the MCP servers and sets it)")?;
+    let script = Path::new(&dir).join(name).join("dist/index.js");
+    if !script.is_file() {
+        return Err(format!("{} is missing", script.display()));
+    }
+    match Command::new("node").arg("--version").output() {
+        Ok(o) if o.status.success() => Ok(script),
+        Ok(o) => Err(format!(
+            "node does not run: {}",
+            String::from_utf8_lossy(&o.stderr)
+        )),
+        Err(e) => Err(format!("node is not installed ({e})")),
+    }
 }

@@ -17,6 +17,7 @@ mod torture_faults;
 mod torture_input;
 mod torture_kill;
 mod torture_leftovers;
+mod torture_mcp;
 mod torture_powercut;
 mod torture_reader;
 mod wal_crash;
