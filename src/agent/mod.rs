@@ -8,6 +8,7 @@
 //! state changes only through `State::apply` inside `Store::append`.
 
 mod call;
+mod checkpoints;
 pub(crate) mod compaction;
 mod hook_calls;
 pub(crate) mod hooks;
@@ -38,13 +39,16 @@ pub enum AgentError {
     /// Input refused before anything ran (exit 2).
     #[error("{0}")]
     Refused(String),
+    /// The workspace could not be checkpointed (exit 1).
+    #[error("{0}")]
+    Checkpoint(String),
 }
 
 impl AgentError {
     pub fn exit_code(&self) -> i32 {
         match self {
             AgentError::Store(e) => e.exit_code(),
-            AgentError::Model(_) => 1,
+            AgentError::Model(_) | AgentError::Checkpoint(_) => 1,
             AgentError::Refused(_) => 2,
         }
     }
@@ -89,6 +93,8 @@ pub struct Agent {
     timing: Timing,
     /// Estimate at which the last compaction attempt failed.
     compaction_backoff: Option<u64>,
+    /// The workspace's checkpoint store (`None`: no usable git).
+    checkpoints: Option<crate::checkpoint::Checkpointer>,
 }
 
 /// Where the time of this process's part of the run went: the agent's own
@@ -99,6 +105,7 @@ struct Timing {
     io_at_start: tinyagent_store::wal::writer::IoStats,
     model: std::time::Duration,
     tools: std::time::Duration,
+    checkpoints: std::time::Duration,
     steps: u64,
 }
 
@@ -124,7 +131,21 @@ impl Agent {
             // Temp files of a plan-mirror write that a kill interrupted.
             tinyagent_store::fsutil::clean_atomic_temps(mirror);
         }
+        let checkpoints = match crate::checkpoint::check_version() {
+            Ok(()) => Some(crate::checkpoint::Checkpointer::new(
+                parts.store.path(),
+                &parts.config.workspace,
+                parts.protected.clone(),
+            )),
+            Err(e) => {
+                parts
+                    .out
+                    .warn(&format!("workspace checkpoints are off: {e}"));
+                None
+            }
+        };
         Ok(Agent {
+            checkpoints,
             after_sync: Vec::new(),
             hook_files: hook_calls::HookFiles::of(&parts.config.hooks, &parts.config.workspace),
             timing: Timing::default(),
@@ -227,6 +248,8 @@ impl Agent {
     pub async fn run(&mut self) -> Result<RunStatus, AgentError> {
         self.timing.started = Some(std::time::Instant::now());
         self.timing.io_at_start = self.store.io_stats();
+        // Staged: durable with the first sync point of the first step.
+        self.checkpoint_start()?;
         loop {
             self.record_exited_processes()?;
             if let Some(sig) = crate::signals::received() {
@@ -351,6 +374,7 @@ impl Agent {
                 "wall_ms": ms(wall),
                 "model_ms": ms(self.timing.model),
                 "tools_ms": ms(self.timing.tools),
+                "checkpoints_ms": ms(self.timing.checkpoints),
                 "overhead_ms": ms(overhead),
                 "overhead_per_step_ms": ms(overhead) / steps,
                 "fsync_ms": ms(fsync),

@@ -81,6 +81,7 @@ fn run_started() -> RunStarted {
         tool_signature: "bench".into(),
         tools: vec!["bash".into(), "read".into(), "write".into()],
         limits: Limits::default(),
+        forked_from: None,
         system_prompt: "You are a careful coding agent.".into(),
         settings: RunSettings::default(),
     }

@@ -5,6 +5,7 @@
 
 pub mod args;
 mod demo;
+mod fork;
 pub mod inspect;
 mod logcmd;
 mod resume;
@@ -156,5 +157,6 @@ async fn dispatch(cli: Cli) -> Result<i32, CliError> {
             crate::bench::bench_save(&a, &mut out, &mut err).map_err(CliError::from)
         }),
         Command::Demo(a) => tokio::task::block_in_place(|| demo::demo(&a)),
+        Command::Fork(a) => tokio::task::block_in_place(|| fork::fork(&a)),
     }
 }

@@ -509,6 +509,12 @@ pub async fn resume(args: &ResumeArgs) -> Result<i32, CliError> {
     let protected = super::run::protected_for(&wal, args.config.as_deref(), &config);
     let env = exec_env(&config, &protected)?;
     super::say(&format!("log: {}", wal.display()));
+    // A `fork --restore` a kill cut short is finished before anything else.
+    if let Some(intent) = crate::checkpoint::restore::read_intent(&wal)
+        .map_err(|e| CliError::new(1, e.to_string()))?
+    {
+        super::fork::finish_restore(&wal, &wal, &intent)?;
+    }
     let processes = ProcessTable::new(process_dir(&wal));
     processes.continue_after(store.state().processes.keys().map(String::as_str));
     let mut agent = Agent::new(AgentParts {

@@ -25,7 +25,7 @@ pub struct RunPlan {
     pub json: bool,
 }
 
-fn new_run_id() -> String {
+pub(super) fn new_run_id() -> String {
     let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
     let compact: String = now.chars().filter(|c| c.is_ascii_digit()).collect();
     format!("r{}-{:04x}", compact, fastrand::u16(..))
@@ -37,7 +37,7 @@ fn absolute(p: &Path) -> Result<PathBuf, CliError> {
 }
 
 /// An absolute form of a path that may not exist yet.
-fn absolute_new(p: PathBuf) -> Result<PathBuf, CliError> {
+pub(super) fn absolute_new(p: PathBuf) -> Result<PathBuf, CliError> {
     if p.is_absolute() {
         return Ok(p);
     }
@@ -182,6 +182,7 @@ pub fn new_run(args: &RunArgs, config: RunConfig) -> Result<RunPlan, CliError> {
         tool_signature: tools.signature(),
         tools: tools.names(),
         limits: config.limits.clone(),
+        forked_from: None,
         system_prompt: prompt::system_prompt(&workspace, config.read_only, config.plan_enabled),
         settings: config.settings(),
     };

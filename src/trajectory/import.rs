@@ -100,6 +100,7 @@ pub fn import(text: &str) -> Result<Imported, TrajectoryError> {
         tool_signature: tool_signature.clone().unwrap_or_default(),
         tools: optional(obj, "tools")?.unwrap_or_default(),
         limits,
+        forked_from: None,
         system_prompt: system.content.clone(),
         settings: optional::<RunSettings>(obj, "settings")?.unwrap_or_default(),
     };

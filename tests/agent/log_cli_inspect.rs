@@ -25,6 +25,7 @@ fn run_started() -> Event {
             max_steps: Some(10),
             ..Limits::default()
         },
+        forked_from: None,
         system_prompt: "sys".into(),
         settings: RunSettings::default(),
     })

@@ -56,6 +56,7 @@ fn write_log(path: &Path, steps: u64) -> u64 {
         tool_signature: "sig".into(),
         tools: vec!["bash".into()],
         limits: Limits::default(),
+        forked_from: None,
         system_prompt: "sys".into(),
         settings: RunSettings::default(),
     })];

@@ -23,6 +23,7 @@ fn started() -> Event {
         tool_signature: "sig".into(),
         tools: vec!["read".into()],
         limits: Limits::default(),
+        forked_from: None,
         system_prompt: "sys".into(),
         settings: RunSettings::default(),
     })

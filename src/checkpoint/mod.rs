@@ -1,0 +1,461 @@
+//! Workspace checkpoints: the workspace's files, content-addressed, after
+//! every call that can change them.
+//!
+//! The store is a shadow git repository beside the log,
+//! `<wal>.d/checkpoints.git` (bare, no templates, files 0600): its loose
+//! objects hold the file contents (blobs) and directory listings (trees), so
+//! unchanged content is stored once, and a checkpoint is named by its root
+//! tree id. The repository's own index caches each file's stat data (mtime,
+//! size, inode), so only files whose stat changed are read and hashed again.
+//! See docs/design.md ("Workspace checkpoints") for why git and how it is
+//! made durable and safe.
+//!
+//! What is stored: the files and symlinks under the workspace that
+//! `.gitignore` and `.ignore` files do not exclude, never anything inside a
+//! `.git` directory, never the run's own files (the log and `<wal>.d/` when
+//! they lie in the workspace). A file larger than the size cap
+//! ([`max_file_bytes`]) is not stored: the checkpoint record names it with
+//! its size and SHA-256.
+
+mod git;
+pub mod restore;
+
+pub use git::{Git, GitError, check_version};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeSet, HashMap};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+/// The default size cap of one stored file: 32 MiB.
+pub const DEFAULT_MAX_FILE_BYTES: u64 = 32 << 20;
+
+/// At most this many changed paths are listed in a record (`changed_count`
+/// has the total).
+pub const MAX_LISTED_CHANGES: usize = 1000;
+
+/// The id of git's empty tree.
+pub const EMPTY_TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
+
+/// The size cap: `$TINYAGENT_CHECKPOINT_MAX_FILE_BYTES` (a trusted local
+/// setting) or [`DEFAULT_MAX_FILE_BYTES`].
+pub fn max_file_bytes() -> u64 {
+    std::env::var("TINYAGENT_CHECKPOINT_MAX_FILE_BYTES")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(DEFAULT_MAX_FILE_BYTES)
+}
+
+/// The checkpoint store of a log: `<wal>.d/checkpoints.git`.
+pub fn store_dir(wal: &Path) -> PathBuf {
+    let mut s = wal.as_os_str().to_owned();
+    s.push(".d");
+    PathBuf::from(s).join("checkpoints.git")
+}
+
+/// A file over the size cap: recorded by size and hash, not stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Oversized {
+    pub path: String,
+    pub size: u64,
+    pub sha256: String,
+}
+
+/// What one checkpoint found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Taken {
+    pub tree: String,
+    /// Paths that differ from the previous checkpoint (at most
+    /// [`MAX_LISTED_CHANGES`]).
+    pub changed: Vec<String>,
+    pub changed_count: u64,
+    pub files: u64,
+    pub oversized: Vec<Oversized>,
+}
+
+/// Why a checkpoint could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointError {
+    #[error("checkpoint store: {0}")]
+    Git(#[from] GitError),
+    #[error("checkpoint store: {0}")]
+    Io(String),
+}
+
+/// The stat data an oversized file's hash is cached under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct StatKey {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime: i64,
+    mtime_ns: i64,
+    ctime: i64,
+    ctime_ns: i64,
+}
+
+impl StatKey {
+    fn of(m: &std::fs::Metadata) -> StatKey {
+        StatKey {
+            dev: m.dev(),
+            ino: m.ino(),
+            size: m.size(),
+            mtime: m.mtime(),
+            mtime_ns: m.mtime_nsec(),
+            ctime: m.ctime(),
+            ctime_ns: m.ctime_nsec(),
+        }
+    }
+}
+
+/// Makes checkpoints of one workspace into one store.
+pub struct Checkpointer {
+    git: Git,
+    workspace: PathBuf,
+    /// Absolute paths never stored (the run's own files).
+    protected: crate::tools::protected::Protected,
+    max_file: u64,
+    /// The paths the index holds (read from it on first use).
+    indexed: Option<BTreeSet<Vec<u8>>>,
+    oversized_cache: HashMap<Vec<u8>, (StatKey, String)>,
+}
+
+impl Checkpointer {
+    /// A checkpointer for `workspace` into the store of the log `wal`
+    /// (created on first use).
+    pub fn new(
+        wal: &Path,
+        workspace: &Path,
+        protected: crate::tools::protected::Protected,
+    ) -> Checkpointer {
+        Checkpointer {
+            git: Git {
+                git_dir: store_dir(wal),
+                work_tree: workspace.to_path_buf(),
+                index: None,
+            },
+            workspace: workspace.to_path_buf(),
+            protected,
+            max_file: max_file_bytes(),
+            indexed: None,
+            oversized_cache: HashMap::new(),
+        }
+    }
+
+    pub fn git(&self) -> &Git {
+        &self.git
+    }
+
+    /// Stores the workspace as it is now and gives its tree, with what
+    /// changed since `prev` (the previous checkpoint's tree; `None`: the
+    /// empty tree). Every object the tree needs is durable when this
+    /// returns.
+    pub fn take(&mut self, prev: Option<&str>) -> Result<Taken, CheckpointError> {
+        check_version()?;
+        self.git.init()?;
+        let (files, oversized) = self.scan()?;
+        let indexed = match self.indexed.take() {
+            Some(set) => set,
+            None => self.read_index(),
+        };
+        // Every path now present, and every path the index had (those gone
+        // are removed): update-index rehashes only what changed its stat.
+        let mut input = Vec::new();
+        for p in files.iter().chain(indexed.difference(&files)) {
+            input.extend_from_slice(p);
+            input.push(0);
+        }
+        if !input.is_empty() {
+            let r = self.git.run(
+                &[
+                    "update-index",
+                    "--add",
+                    "--remove",
+                    "--replace",
+                    "-z",
+                    "--stdin",
+                ],
+                Some(&input),
+            );
+            if r.is_err() {
+                // A damaged index (it is only a cache): start it again.
+                let _ = std::fs::remove_file(self.git.git_dir.join("index"));
+                self.git.run(
+                    &[
+                        "update-index",
+                        "--add",
+                        "--remove",
+                        "--replace",
+                        "-z",
+                        "--stdin",
+                    ],
+                    Some(&input),
+                )?;
+            }
+        }
+        let tree = self.git.text(&["write-tree"], None)?;
+        let count = files.len() as u64;
+        self.indexed = Some(files);
+        let prev = prev.unwrap_or(EMPTY_TREE);
+        let (changed, changed_count) = if prev == tree {
+            self.sync_objects(&[tree.as_str()])?;
+            (Vec::new(), 0)
+        } else {
+            let (changed, count, new_ids) = self.changes(prev, &tree)?;
+            let mut ids: Vec<&str> = new_ids.iter().map(String::as_str).collect();
+            ids.push(&tree);
+            self.sync_objects(&ids)?;
+            (changed, count)
+        };
+        Ok(Taken {
+            tree,
+            changed,
+            changed_count,
+            files: count,
+            oversized,
+        })
+    }
+
+    /// The paths the index holds.
+    fn read_index(&self) -> BTreeSet<Vec<u8>> {
+        if !self.git.git_dir.join("index").is_file() {
+            return BTreeSet::new();
+        }
+        match self.git.run(&["ls-files", "-z"], None) {
+            Ok(out) => out
+                .split(|b| *b == 0)
+                .filter(|p| !p.is_empty())
+                .map(<[u8]>::to_vec)
+                .collect(),
+            Err(_) => {
+                let _ = std::fs::remove_file(self.git.git_dir.join("index"));
+                BTreeSet::new()
+            }
+        }
+    }
+
+    /// The workspace's files to store (relative paths, as bytes) and those
+    /// over the size cap.
+    fn scan(&mut self) -> Result<(BTreeSet<Vec<u8>>, Vec<Oversized>), CheckpointError> {
+        let mut files = BTreeSet::new();
+        let mut oversized = Vec::new();
+        for rel in walk(&self.workspace, &self.protected) {
+            let full = self.workspace.join(OsStrPath::of(&rel));
+            let Ok(meta) = std::fs::symlink_metadata(&full) else {
+                continue; // gone since the walk saw it
+            };
+            if meta.file_type().is_file() && meta.size() > self.max_file {
+                let key = StatKey::of(&meta);
+                let hash = match self.oversized_cache.get(&rel) {
+                    Some((k, h)) if *k == key => h.clone(),
+                    _ => {
+                        let Ok(h) = sha256_file(&full) else { continue };
+                        self.oversized_cache.insert(rel.clone(), (key, h.clone()));
+                        h
+                    }
+                };
+                oversized.push(Oversized {
+                    path: String::from_utf8_lossy(&rel).into_owned(),
+                    size: meta.size(),
+                    sha256: hash,
+                });
+                continue;
+            }
+            files.insert(rel);
+        }
+        Ok((files, oversized))
+    }
+
+    /// Changed paths between two trees, their count, and the ids of the
+    /// objects new in `to` (blobs and trees).
+    fn changes(
+        &self,
+        from: &str,
+        to: &str,
+    ) -> Result<(Vec<String>, u64, Vec<String>), CheckpointError> {
+        let out = self.git.run(
+            &["diff-tree", "-r", "-t", "-z", "--raw", "--no-renames", from, to],
+            None,
+        )?;
+        let mut changed = Vec::new();
+        let mut count = 0u64;
+        let mut ids = Vec::new();
+        let mut fields = out.split(|b| *b == 0);
+        while let Some(meta) = fields.next() {
+            if meta.is_empty() {
+                continue;
+            }
+            let Some(path) = fields.next() else { break };
+            // :oldmode newmode oldid newid status
+            let meta = String::from_utf8_lossy(meta);
+            let parts: Vec<&str> = meta.trim_start_matches(':').split(' ').collect();
+            let [old_mode, new_mode, _, new_id, _] = parts.as_slice() else {
+                continue;
+            };
+            if new_id.bytes().any(|b| b != b'0') {
+                ids.push((*new_id).to_string());
+            }
+            if *old_mode == "040000" || *new_mode == "040000" {
+                continue; // a directory: its files are listed themselves
+            }
+            count += 1;
+            if changed.len() < MAX_LISTED_CHANGES {
+                changed.push(String::from_utf8_lossy(path).into_owned());
+            }
+        }
+        Ok((changed, count, ids))
+    }
+
+    /// fsyncs the fan-out directories of `ids` and `objects/` itself: git
+    /// fsyncs each object file (`core.fsync=loose-object`) but not the
+    /// directory entries that name them.
+    fn sync_objects(&self, ids: &[&str]) -> Result<(), CheckpointError> {
+        let objects = self.git.git_dir.join("objects");
+        let dirs: BTreeSet<&str> = ids
+            .iter()
+            .filter(|id| id.len() > 2)
+            .map(|id| &id[..2])
+            .collect();
+        for d in dirs {
+            let dir = objects.join(d);
+            if dir.is_dir() {
+                git::sync_dir(&dir).map_err(|e| CheckpointError::Io(format!("fsync {d}: {e}")))?;
+            }
+        }
+        git::sync_dir(&objects).map_err(|e| CheckpointError::Io(format!("fsync objects: {e}")))
+    }
+}
+
+/// Relative paths (bytes) of the files and symlinks to store, in no
+/// particular order.
+pub fn walk(workspace: &Path, protected: &crate::tools::protected::Protected) -> Vec<Vec<u8>> {
+    let protected = protected.clone();
+    let walker = ignore::WalkBuilder::new(workspace)
+        .hidden(false)
+        .parents(false)
+        .ignore(true)
+        .git_ignore(true)
+        .git_global(false)
+        .git_exclude(false)
+        .require_git(false)
+        .follow_links(false)
+        .filter_entry(move |e| e.file_name() != ".git" && !protected.covers(e.path()))
+        .build();
+    let mut out = Vec::new();
+    for entry in walker.flatten() {
+        let Some(ft) = entry.file_type() else { continue };
+        if !(ft.is_file() || ft.is_symlink()) {
+            continue;
+        }
+        let Ok(rel) = entry.path().strip_prefix(workspace) else {
+            continue;
+        };
+        out.push(rel.as_os_str().as_bytes().to_vec());
+    }
+    out
+}
+
+/// A relative path from its bytes.
+struct OsStrPath;
+
+impl OsStrPath {
+    fn of(bytes: &[u8]) -> &Path {
+        Path::new(std::ffi::OsStr::from_bytes(bytes))
+    }
+}
+
+fn sha256_file(path: &Path) -> std::io::Result<String> {
+    let mut f = std::fs::File::open(path)?;
+    let mut h = Sha256::new();
+    std::io::copy(&mut f, &mut h)?;
+    Ok(format!("{:x}", h.finalize()))
+}
+
+/// A unified diff between two trees of a store (`from` `None`: the empty
+/// tree). Read-only: nothing in the store changes.
+pub fn diff(git_dir: &Path, from: Option<&str>, to: &str) -> Result<Vec<u8>, CheckpointError> {
+    let git = Git {
+        git_dir: git_dir.to_path_buf(),
+        work_tree: std::env::temp_dir(),
+        index: None,
+    };
+    check_version()?;
+    Ok(git.run(
+        &[
+            "diff-tree",
+            "-r",
+            "-p",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--no-renames",
+            from.unwrap_or(EMPTY_TREE),
+            to,
+        ],
+        None,
+    )?)
+}
+
+/// Makes `to` (a new store) hold every object of `from`: loose objects and
+/// packs are hard-linked (copied across filesystems), so the new store
+/// depends on nothing of the old one and the old one is not changed.
+/// Durable when it returns; safe to run again after a kill.
+pub fn copy_store(from: &Path, to: &Path, workspace: &Path) -> Result<(), CheckpointError> {
+    let io = |what: String, e: std::io::Error| CheckpointError::Io(format!("{what}: {e}"));
+    let new = Git {
+        git_dir: to.to_path_buf(),
+        work_tree: workspace.to_path_buf(),
+        index: None,
+    };
+    check_version()?;
+    new.init()?;
+    let src = from.join("objects");
+    let dst = to.join("objects");
+    let Ok(entries) = std::fs::read_dir(&src) else {
+        return Ok(()); // the original never made a checkpoint
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let sub = entry.path();
+        if !sub.is_dir() || name == "info" {
+            continue;
+        }
+        let target = dst.join(&name);
+        if !target.is_dir() {
+            std::fs::create_dir(&target).map_err(|e| io(format!("mkdir {}", target.display()), e))?;
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o700));
+        }
+        let files =
+            std::fs::read_dir(&sub).map_err(|e| io(format!("reading {}", sub.display()), e))?;
+        for f in files.flatten() {
+            let fname = f.file_name();
+            if fname.as_bytes().starts_with(b"tmp") || fname.as_bytes().starts_with(b".") {
+                continue; // a temp file of a writer that was killed
+            }
+            let out = target.join(&fname);
+            if out.exists() {
+                continue;
+            }
+            link_or_copy(&f.path(), &out)
+                .map_err(|e| io(format!("copying {}", f.path().display()), e))?;
+        }
+        git::sync_dir(&target).map_err(|e| io(format!("fsync {}", target.display()), e))?;
+    }
+    git::sync_dir(&dst).map_err(|e| io("fsync objects".into(), e))?;
+    Ok(())
+}
+
+/// A hard link, or a durable copy (through a temp name) when linking is not
+/// possible.
+fn link_or_copy(from: &Path, to: &Path) -> std::io::Result<()> {
+    match std::fs::hard_link(from, to) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(_) => {
+            let bytes = std::fs::read(from)?;
+            tinyagent_store::fsutil::atomic_write(to, &bytes)
+        }
+    }
+}
