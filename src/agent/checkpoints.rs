@@ -11,7 +11,12 @@ use crate::tools::Effect;
 impl Agent {
     /// Stages the checkpoint of a call that ran, when its tool can change
     /// files. The objects are durable before the record is staged.
-    pub(super) fn checkpoint_after(&mut self, step: u64, name: &str, call_id: &str) -> Result<(), AgentError> {
+    pub(super) fn checkpoint_after(
+        &mut self,
+        step: u64,
+        name: &str,
+        call_id: &str,
+    ) -> Result<(), AgentError> {
         if self.tools.effect(name) != Some(Effect::Mutating) {
             return Ok(());
         }
@@ -52,8 +57,17 @@ impl Agent {
     /// Takes a checkpoint and stages its record (`always`: also when the
     /// tree is the last checkpoint's). A failure stops the run (exit 1):
     /// resume makes the missing checkpoint.
-    fn checkpoint(&mut self, step: u64, call_id: Option<String>, always: bool) -> Result<(), AgentError> {
-        let prev = self.state().last_checkpoint.as_ref().map(|c| c.tree.clone());
+    fn checkpoint(
+        &mut self,
+        step: u64,
+        call_id: Option<String>,
+        always: bool,
+    ) -> Result<(), AgentError> {
+        let prev = self
+            .state()
+            .last_checkpoint
+            .as_ref()
+            .map(|c| c.tree.clone());
         let Some(cp) = self.checkpoints.as_mut() else {
             return Ok(());
         };

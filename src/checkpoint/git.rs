@@ -51,7 +51,9 @@ pub enum GitError {
     Spawn(std::io::Error),
     #[error("git {args}: {why}")]
     Failed { args: String, why: String },
-    #[error("git {0}.{1} is too old for durable checkpoints (core.fsync needs {MIN_GIT:?} or newer)")]
+    #[error(
+        "git {0}.{1} is too old for durable checkpoints (core.fsync needs {MIN_GIT:?} or newer)"
+    )]
     TooOld(u32, u32),
     #[error("{0}")]
     Io(String),
@@ -195,7 +197,7 @@ impl Git {
         }
         tinyagent_store::fsutil::atomic_write(
             &info.join("attributes"),
-            b"* -text -ident -filter -diff -merge -working-tree-encoding -export-subst\n",
+            b"* -text -ident -filter -merge -working-tree-encoding -export-subst\n",
         )
         .map_err(|e| io("writing info/attributes", e))?;
         for d in [
@@ -236,7 +238,8 @@ pub fn check_version() -> Result<(), GitError> {
             .output()
             .map_err(|e| GitError::Spawn(e).to_string())?;
         let text = String::from_utf8_lossy(&out.stdout);
-        let v = parse_version(&text).ok_or_else(|| format!("unrecognised `git version`: {text}"))?;
+        let v =
+            parse_version(&text).ok_or_else(|| format!("unrecognised `git version`: {text}"))?;
         if v < MIN_GIT {
             return Err(GitError::TooOld(v.0, v.1).to_string());
         }

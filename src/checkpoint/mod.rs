@@ -154,7 +154,7 @@ impl Checkpointer {
     pub fn take(&mut self, prev: Option<&str>) -> Result<Taken, CheckpointError> {
         check_version()?;
         self.git.init()?;
-        let (files, oversized) = self.scan()?;
+        let (files, oversized) = self.scan();
         let indexed = match self.indexed.take() {
             Some(set) => set,
             None => self.read_index(),
@@ -237,7 +237,7 @@ impl Checkpointer {
 
     /// The workspace's files to store (relative paths, as bytes) and those
     /// over the size cap.
-    fn scan(&mut self) -> Result<(BTreeSet<Vec<u8>>, Vec<Oversized>), CheckpointError> {
+    fn scan(&mut self) -> (BTreeSet<Vec<u8>>, Vec<Oversized>) {
         let mut files = BTreeSet::new();
         let mut oversized = Vec::new();
         for rel in walk(&self.workspace, &self.protected) {
@@ -264,7 +264,7 @@ impl Checkpointer {
             }
             files.insert(rel);
         }
-        Ok((files, oversized))
+        (files, oversized)
     }
 
     /// Changed paths between two trees, their count, and the ids of the
@@ -275,7 +275,16 @@ impl Checkpointer {
         to: &str,
     ) -> Result<(Vec<String>, u64, Vec<String>), CheckpointError> {
         let out = self.git.run(
-            &["diff-tree", "-r", "-t", "-z", "--raw", "--no-renames", from, to],
+            &[
+                "diff-tree",
+                "-r",
+                "-t",
+                "-z",
+                "--raw",
+                "--no-renames",
+                from,
+                to,
+            ],
             None,
         )?;
         let mut changed = Vec::new();
@@ -344,7 +353,9 @@ pub fn walk(workspace: &Path, protected: &crate::tools::protected::Protected) ->
         .build();
     let mut out = Vec::new();
     for entry in walker.flatten() {
-        let Some(ft) = entry.file_type() else { continue };
+        let Some(ft) = entry.file_type() else {
+            continue;
+        };
         if !(ft.is_file() || ft.is_symlink()) {
             continue;
         }
@@ -423,7 +434,8 @@ pub fn copy_store(from: &Path, to: &Path, workspace: &Path) -> Result<(), Checkp
         }
         let target = dst.join(&name);
         if !target.is_dir() {
-            std::fs::create_dir(&target).map_err(|e| io(format!("mkdir {}", target.display()), e))?;
+            std::fs::create_dir(&target)
+                .map_err(|e| io(format!("mkdir {}", target.display()), e))?;
             use std::os::unix::fs::PermissionsExt;
             let _ = std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o700));
         }

@@ -88,8 +88,14 @@ pub fn restore(
         work_tree: workspace.to_path_buf(),
         index: None,
     };
-    let listed = git.run(&["ls-tree", "-r", "-z", "--full-tree", "--name-only", tree], None)?;
-    let wanted: BTreeSet<&[u8]> = listed.split(|b| *b == 0).filter(|p| !p.is_empty()).collect();
+    let listed = git.run(
+        &["ls-tree", "-r", "-z", "--full-tree", "--name-only", tree],
+        None,
+    )?;
+    let wanted: BTreeSet<&[u8]> = listed
+        .split(|b| *b == 0)
+        .filter(|p| !p.is_empty())
+        .collect();
     let mut report = Restored::default();
     let mut dirs = BTreeSet::new();
     for rel in walk(workspace, protected) {

@@ -82,7 +82,7 @@ fn read_prefix(wal: &Path, at: u64) -> Result<Prefix, CliError> {
             wal.display()
         )));
     }
-    if at > 0 && !done || at > 0 && saved_step != at {
+    if at > 0 && (!done || saved_step != at) {
         return Err(CliError::refused(format!(
             "{}: step {at} is not complete in the log (the last saved step is {})",
             wal.display(),
@@ -122,7 +122,8 @@ fn is_this_fork(target: &Path, from: &ForkedFrom, records: usize) -> bool {
     };
     scan.corruption.is_none()
         && n == records
-        && first.is_some_and(|f| f.run_id == from.run_id && f.seq == from.seq && f.step == from.step)
+        && first
+            .is_some_and(|f| f.run_id == from.run_id && f.seq == from.seq && f.step == from.step)
 }
 
 /// `tinyagent fork <WAL> --at <STEP> [-o <NEW.wal>] [--restore]`.
@@ -136,7 +137,11 @@ pub fn fork(args: &ForkArgs) -> Result<i32, CliError> {
             wal.display()
         )));
     };
-    let target_tree = prefix.state.last_checkpoint.as_ref().map(|c| c.tree.clone());
+    let target_tree = prefix
+        .state
+        .last_checkpoint
+        .as_ref()
+        .map(|c| c.tree.clone());
     let workspace = PathBuf::from(&original.settings.cwd);
     if args.restore {
         if target_tree.is_none() {
@@ -265,10 +270,7 @@ pub fn diff(wal: &Path, step: Option<u64>, call: Option<&str>) -> Result<i32, Cl
     }
     let (from, to) = match (step, call) {
         (_, Some(id)) => {
-            let Some(i) = marks
-                .iter()
-                .rposition(|m| m.call_id.as_deref() == Some(id))
-            else {
+            let Some(i) = marks.iter().rposition(|m| m.call_id.as_deref() == Some(id)) else {
                 return Err(CliError::refused(format!(
                     "{}: no checkpoint after call {id} (only calls that can change files have one)",
                     wal.display()

@@ -2,7 +2,8 @@
 //! derived from state: what the model is sent and how big that is.
 
 use super::{
-    CheckpointDue, CheckpointMark, CompactionMark, PendingCall, Plan, PlanRevision, PlanUpdateDue, ProcessExit, ProcessInfo, State,
+    CheckpointDue, CheckpointMark, CompactionMark, PendingCall, Plan, PlanRevision, PlanUpdateDue,
+    ProcessExit, ProcessInfo, State,
 };
 use super::{Status, plan};
 use crate::event::{Event, Message, Role};

@@ -9,6 +9,7 @@
 mod support;
 
 mod agent_e2e;
+mod checkpoints;
 mod compaction_e2e;
 mod compaction_resume_e2e;
 mod hooks_e2e;

@@ -254,7 +254,11 @@ fn checkpoints(r: &Report, out: &mut dyn Write) -> io::Result<()> {
         return Ok(());
     }
     writeln!(out, "\ncheckpoints ({}) in {}", c.count, c.store)?;
-    writeln!(out, "  {:>5}  {:<20}  {:<12}  CHANGED", "STEP", "CALL", "TREE")?;
+    writeln!(
+        out,
+        "  {:>5}  {:<20}  {:<12}  CHANGED",
+        "STEP", "CALL", "TREE"
+    )?;
     for step in &c.steps {
         for m in &step.checkpoints {
             let oversized = if m.oversized > 0 {
