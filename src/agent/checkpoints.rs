@@ -5,7 +5,7 @@
 //! a stop left missing.
 
 use super::{Agent, AgentError};
-use crate::event::{Event, RunStatus, WorkspaceCheckpoint};
+use crate::event::{Event, WorkspaceCheckpoint};
 use crate::tools::Effect;
 
 impl Agent {
@@ -55,8 +55,10 @@ impl Agent {
     }
 
     /// Takes a checkpoint and stages its record (`always`: also when the
-    /// tree is the last checkpoint's). A failure stops the run (exit 1):
-    /// resume makes the missing checkpoint.
+    /// tree is the last checkpoint's). A failure (git missing its objects,
+    /// a failed fsync, a full disk) is a warning, like a failed snapshot:
+    /// the log is the run's truth and the run goes on; that point of the
+    /// workspace is then not recorded and cannot be restored.
     fn checkpoint(
         &mut self,
         step: u64,
@@ -75,9 +77,13 @@ impl Agent {
         let taken = match cp.take(prev.as_deref()) {
             Ok(t) => t,
             Err(e) => {
-                let reason = e.to_string();
-                self.finish(RunStatus::Error, Some(reason.clone()))?;
-                return Err(AgentError::Checkpoint(reason));
+                let at = call_id
+                    .as_deref()
+                    .map_or_else(|| format!("step {step}"), |id| format!("call {id}"));
+                self.out.warn(&format!(
+                    "no workspace checkpoint after {at} (it cannot be restored): {e}"
+                ));
+                return Ok(());
             }
         };
         self.timing.checkpoints += started.elapsed();

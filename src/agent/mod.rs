@@ -39,16 +39,13 @@ pub enum AgentError {
     /// Input refused before anything ran (exit 2).
     #[error("{0}")]
     Refused(String),
-    /// The workspace could not be checkpointed (exit 1).
-    #[error("{0}")]
-    Checkpoint(String),
 }
 
 impl AgentError {
     pub fn exit_code(&self) -> i32 {
         match self {
             AgentError::Store(e) => e.exit_code(),
-            AgentError::Model(_) | AgentError::Checkpoint(_) => 1,
+            AgentError::Model(_) => 1,
             AgentError::Refused(_) => 2,
         }
     }

@@ -167,10 +167,17 @@ impl Git {
     /// returns.
     pub fn init(&self) -> Result<(), GitError> {
         let io = |what: &str, e: std::io::Error| GitError::Io(format!("{what}: {e}"));
-        // info/attributes is written last: its presence means a complete
-        // init (a killed one is simply done again; git re-inits in place).
-        if self.git_dir.join("info/attributes").is_file() {
+        // info/attributes is written last: its presence (with a HEAD and a
+        // config that survived) means a complete init. A killed or
+        // power-cut one is simply done again: git re-inits in place.
+        if self.git_dir.join("info/attributes").is_file() && self.usable() {
             return Ok(());
+        }
+        for f in ["HEAD", "config"] {
+            let p = self.git_dir.join(f);
+            if std::fs::metadata(&p).is_ok_and(|m| m.len() == 0) {
+                let _ = std::fs::remove_file(&p);
+            }
         }
         if let Some(parent) = self.git_dir.parent() {
             tinyagent_store::fsutil::create_dir_all_durable(parent)
@@ -200,6 +207,14 @@ impl Git {
             b"* -text -ident -filter -merge -working-tree-encoding -export-subst\n",
         )
         .map_err(|e| io("writing info/attributes", e))?;
+        // git writes these without fsync.
+        for f in ["HEAD", "config", "description"] {
+            let p = self.git_dir.join(f);
+            if let Ok(file) = std::fs::File::open(&p) {
+                file.sync_all()
+                    .map_err(|e| io(&format!("syncing {}", p.display()), e))?;
+            }
+        }
         for d in [
             self.git_dir.join("objects"),
             self.git_dir.join("refs"),
@@ -211,6 +226,14 @@ impl Git {
             sync_dir(parent).map_err(|e| io("syncing the store's directory", e))?;
         }
         Ok(())
+    }
+}
+
+impl Git {
+    /// HEAD names a ref and the config is there: git sees a repository.
+    fn usable(&self) -> bool {
+        std::fs::read(self.git_dir.join("HEAD")).is_ok_and(|h| h.starts_with(b"ref: "))
+            && std::fs::metadata(self.git_dir.join("config")).is_ok_and(|m| m.len() > 0)
     }
 }
 

@@ -49,7 +49,9 @@ pub fn max_file_bytes() -> u64 {
 
 /// The checkpoint store of a log: `<wal>.d/checkpoints.git`.
 pub fn store_dir(wal: &Path) -> PathBuf {
-    let mut s = wal.as_os_str().to_owned();
+    // Absolute: git runs in the workspace, not where the path was given.
+    let wal = std::path::absolute(wal).unwrap_or_else(|_| wal.to_path_buf());
+    let mut s = wal.into_os_string();
     s.push(".d");
     PathBuf::from(s).join("checkpoints.git")
 }
@@ -166,35 +168,21 @@ impl Checkpointer {
             input.extend_from_slice(p);
             input.push(0);
         }
-        if !input.is_empty() {
-            let r = self.git.run(
-                &[
-                    "update-index",
-                    "--add",
-                    "--remove",
-                    "--replace",
-                    "-z",
-                    "--stdin",
-                ],
-                Some(&input),
-            );
-            if r.is_err() {
-                // A damaged index (it is only a cache): start it again.
+        let tree = match self.index_and_write(&input) {
+            Ok(tree) => tree,
+            Err(_) => {
+                // The index is only a cache: one that is damaged, or names
+                // an object a crash lost before it was synced, is dropped
+                // and every file hashed again.
                 let _ = std::fs::remove_file(self.git.git_dir.join("index"));
-                self.git.run(
-                    &[
-                        "update-index",
-                        "--add",
-                        "--remove",
-                        "--replace",
-                        "-z",
-                        "--stdin",
-                    ],
-                    Some(&input),
-                )?;
+                let mut all = Vec::new();
+                for p in &files {
+                    all.extend_from_slice(p);
+                    all.push(0);
+                }
+                self.index_and_write(&all)?
             }
-        }
-        let tree = self.git.text(&["write-tree"], None)?;
+        };
         let count = files.len() as u64;
         self.indexed = Some(files);
         let prev = prev.unwrap_or(EMPTY_TREE);
@@ -202,7 +190,11 @@ impl Checkpointer {
             self.sync_objects(&[tree.as_str()])?;
             (Vec::new(), 0)
         } else {
-            let (changed, count, new_ids) = self.changes(prev, &tree)?;
+            // A previous tree this store lacks (a damaged store) counts as
+            // empty: everything is listed, nothing is lost.
+            let (changed, count, new_ids) = self
+                .changes(prev, &tree)
+                .or_else(|_| self.changes(EMPTY_TREE, &tree))?;
             let mut ids: Vec<&str> = new_ids.iter().map(String::as_str).collect();
             ids.push(&tree);
             self.sync_objects(&ids)?;
@@ -215,6 +207,25 @@ impl Checkpointer {
             files: count,
             oversized,
         })
+    }
+
+    /// Updates the index with `paths` (NUL-separated) and writes the tree
+    /// (git checks that every object it names is there).
+    fn index_and_write(&self, paths: &[u8]) -> Result<String, CheckpointError> {
+        if !paths.is_empty() {
+            self.git.run(
+                &[
+                    "update-index",
+                    "--add",
+                    "--remove",
+                    "--replace",
+                    "-z",
+                    "--stdin",
+                ],
+                Some(paths),
+            )?;
+        }
+        Ok(self.git.text(&["write-tree"], None)?)
     }
 
     /// The paths the index holds.

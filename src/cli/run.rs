@@ -279,6 +279,42 @@ pub fn exec_env(
     })
 }
 
+/// The checkpoint of the workspace a new run starts in (`None`, with a
+/// warning, when none can be made: no usable git, a failing store).
+fn starting_checkpoint(
+    wal: &Path,
+    config: &RunConfig,
+    protected: &crate::tools::protected::Protected,
+) -> Option<Event> {
+    let warn = |e: &dyn std::fmt::Display| {
+        crate::agent::output::err_line(&format!(
+            "warning: no checkpoint of the starting workspace: {e}"
+        ));
+    };
+    if let Err(e) = crate::checkpoint::check_version() {
+        warn(&e);
+        return None;
+    }
+    let mut cp = crate::checkpoint::Checkpointer::new(wal, &config.workspace, protected.clone());
+    match cp.take(None) {
+        Ok(t) => Some(Event::WorkspaceCheckpoint(
+            crate::event::WorkspaceCheckpoint {
+                step: 0,
+                call_id: None,
+                tree: t.tree,
+                changed: t.changed,
+                changed_count: t.changed_count,
+                files: t.files,
+                oversized: t.oversized,
+            },
+        )),
+        Err(e) => {
+            warn(&e);
+            None
+        }
+    }
+}
+
 /// Directory for background process output beside the log.
 pub fn process_dir(wal: &Path) -> PathBuf {
     let mut s = wal.as_os_str().to_owned();
@@ -312,8 +348,18 @@ pub async fn run(args: &RunArgs) -> Result<i32, CliError> {
     options.seams = test_seams()?;
     let mut store = Store::create(&plan.wal, options)?;
     let started = Event::RunStarted(plan.started.clone());
-    let seq = match store.append(started.clone()) {
-        Ok(seq) => seq,
+    // The starting state's checkpoint goes with run.started: one write,
+    // one sync.
+    let first = starting_checkpoint(&plan.wal, &plan.config, &protected);
+    let flushed = store
+        .stage(started.clone())
+        .and_then(|_| match &first {
+            Some(c) => store.stage(c.clone()).map(|_| ()),
+            None => Ok(()),
+        })
+        .and_then(|()| store.flush());
+    let records = match flushed {
+        Ok(records) => records,
         Err(e) => {
             // Nothing was acknowledged and nothing ran: the file holds no
             // complete record, so it goes, and the same command can be run
@@ -340,7 +386,9 @@ pub async fn run(args: &RunArgs) -> Result<i32, CliError> {
         out: Output::new(plan.json),
     })
     .map_err(CliError::from)?;
-    agent.output().record(seq, &started);
+    for (seq, record) in &records {
+        agent.output().record(*seq, record);
+    }
     let result = agent.run().await;
     agent.close();
     super::finished(result?, &plan_wal)
