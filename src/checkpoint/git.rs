@@ -25,7 +25,7 @@ const SAFE_CONFIG: &[&str] = &[
     "core.hooksPath=/dev/null",
     "core.fsmonitor=false",
     "core.untrackedCache=false",
-    "core.fsync=loose-object,index",
+    "core.fsync=loose-object,index,pack,pack-metadata",
     "core.fsyncMethod=fsync",
     "core.autocrlf=false",
     "core.safecrlf=false",
@@ -73,6 +73,9 @@ impl Git {
     /// system or global config, `HOME` pointed at the store.
     fn base_command(&self) -> Command {
         let mut cmd = Command::new(git_program());
+        // A git left running by a killed agent could hold the index lock
+        // or write behind the back of the next process.
+        crate::tools::group::die_with_agent(&mut cmd);
         for (k, _) in std::env::vars_os() {
             if k.as_encoded_bytes().starts_with(b"GIT_") {
                 cmd.env_remove(k);
@@ -116,7 +119,20 @@ impl Git {
 
     /// Runs `args` (feeding `input` on stdin) and gives stdout.
     pub fn run(&self, args: &[&str], input: Option<&[u8]>) -> Result<Vec<u8>, GitError> {
+        self.run_env(args, input, &[])
+    }
+
+    /// [`Git::run`] with more environment variables.
+    pub fn run_env(
+        &self,
+        args: &[&str],
+        input: Option<&[u8]>,
+        envs: &[(&str, &OsStr)],
+    ) -> Result<Vec<u8>, GitError> {
         let mut cmd = self.command(args);
+        for (k, v) in envs {
+            cmd.env(k, v);
+        }
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         if input.is_some() {
             cmd.stdin(Stdio::piped());
@@ -178,6 +194,9 @@ impl Git {
             if std::fs::metadata(&p).is_ok_and(|m| m.len() == 0) {
                 let _ = std::fs::remove_file(&p);
             }
+            // Locks of an init a kill cut short (nothing else uses a store
+            // that is not initialised yet).
+            let _ = std::fs::remove_file(self.git_dir.join(format!("{f}.lock")));
         }
         if let Some(parent) = self.git_dir.parent() {
             tinyagent_store::fsutil::create_dir_all_durable(parent)

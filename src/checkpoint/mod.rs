@@ -145,6 +145,26 @@ impl Checkpointer {
         }
     }
 
+    /// A checkpointer of `workspace` into the store at `git_dir`.
+    pub fn for_store(
+        git_dir: &Path,
+        workspace: &Path,
+        protected: crate::tools::protected::Protected,
+    ) -> Checkpointer {
+        Checkpointer {
+            git: Git {
+                git_dir: git_dir.to_path_buf(),
+                work_tree: workspace.to_path_buf(),
+                index: None,
+            },
+            workspace: workspace.to_path_buf(),
+            protected,
+            max_file: max_file_bytes(),
+            indexed: None,
+            oversized_cache: HashMap::new(),
+        }
+    }
+
     pub fn git(&self) -> &Git {
         &self.git
     }
@@ -159,7 +179,12 @@ impl Checkpointer {
         let (files, oversized) = self.scan();
         let indexed = match self.indexed.take() {
             Some(set) => set,
-            None => self.read_index(),
+            None => {
+                // The first use in this process: a lock left by a killed
+                // one is stale (the run holds the log's lock).
+                clear_stale_lock(&self.git.git_dir);
+                self.read_index()
+            }
         };
         // Every path now present, and every path the index had (those gone
         // are removed): update-index rehashes only what changed its stat.
@@ -419,66 +444,62 @@ pub fn diff(git_dir: &Path, from: Option<&str>, to: &str) -> Result<Vec<u8>, Che
     )?)
 }
 
-/// Makes `to` (a new store) hold every object of `from`: loose objects and
-/// packs are hard-linked (copied across filesystems), so the new store
-/// depends on nothing of the old one and the old one is not changed.
-/// Durable when it returns; safe to run again after a kill.
+/// Makes `to` (a new store) hold every object of `from`, as one pack
+/// written by `git pack-objects` (no delta search: it is a copy, not a
+/// compression), so the new store depends on nothing of the old one, and the
+/// old one is only read. Durable when it returns (git fsyncs the pack and
+/// its index, `core.fsync=pack`; the directory is synced here); safe to run
+/// again after a kill (a second identical pack is harmless).
 pub fn copy_store(from: &Path, to: &Path, workspace: &Path) -> Result<(), CheckpointError> {
     let io = |what: String, e: std::io::Error| CheckpointError::Io(format!("{what}: {e}"));
+    check_version()?;
     let new = Git {
         git_dir: to.to_path_buf(),
         work_tree: workspace.to_path_buf(),
         index: None,
     };
-    check_version()?;
     new.init()?;
-    let src = from.join("objects");
-    let dst = to.join("objects");
-    let Ok(entries) = std::fs::read_dir(&src) else {
-        return Ok(()); // the original never made a checkpoint
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let sub = entry.path();
-        if !sub.is_dir() || name == "info" {
-            continue;
-        }
-        let target = dst.join(&name);
-        if !target.is_dir() {
-            std::fs::create_dir(&target)
-                .map_err(|e| io(format!("mkdir {}", target.display()), e))?;
-            use std::os::unix::fs::PermissionsExt;
-            let _ = std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o700));
-        }
-        let files =
-            std::fs::read_dir(&sub).map_err(|e| io(format!("reading {}", sub.display()), e))?;
-        for f in files.flatten() {
-            let fname = f.file_name();
-            if fname.as_bytes().starts_with(b"tmp") || fname.as_bytes().starts_with(b".") {
-                continue; // a temp file of a writer that was killed
-            }
-            let out = target.join(&fname);
-            if out.exists() {
-                continue;
-            }
-            link_or_copy(&f.path(), &out)
-                .map_err(|e| io(format!("copying {}", f.path().display()), e))?;
-        }
-        git::sync_dir(&target).map_err(|e| io(format!("fsync {}", target.display()), e))?;
+    // The old store is read through an alternate given for these two
+    // commands only: git makes its temp files in the new store, so a kill
+    // leaves nothing in the old one, and the new one keeps no link to it.
+    let alt = from.join("objects");
+    let envs = [("GIT_ALTERNATE_OBJECT_DIRECTORIES", alt.as_os_str())];
+    let ids = new.run_env(
+        &[
+            "cat-file",
+            "--batch-all-objects",
+            "--batch-check=%(objectname)",
+        ],
+        None,
+        &envs,
+    )?;
+    if ids.iter().all(u8::is_ascii_whitespace) {
+        return Ok(());
     }
-    git::sync_dir(&dst).map_err(|e| io("fsync objects".into(), e))?;
+    let packs = to.join("objects/pack");
+    std::fs::create_dir_all(&packs).map_err(|e| io(format!("mkdir {}", packs.display()), e))?;
+    let base = packs.join("pack");
+    let base = base.to_string_lossy();
+    new.run_env(
+        &[
+            "pack-objects",
+            "-q",
+            "--window=0",
+            "--depth=0",
+            "--threads=1",
+            "--no-reuse-delta",
+            &base,
+        ],
+        Some(&ids),
+        &envs,
+    )?;
+    git::sync_dir(&packs).map_err(|e| io(format!("fsync {}", packs.display()), e))?;
     Ok(())
 }
 
-/// A hard link, or a durable copy (through a temp name) when linking is not
-/// possible.
-fn link_or_copy(from: &Path, to: &Path) -> std::io::Result<()> {
-    match std::fs::hard_link(from, to) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-        Err(_) => {
-            let bytes = std::fs::read(from)?;
-            tinyagent_store::fsutil::atomic_write(to, &bytes)
-        }
-    }
+/// Removes a git lock file a killed process left (`index.lock`). Only
+/// called where no other process can be using the store: the run holds the
+/// log's lock, a fork's store has no run yet.
+pub fn clear_stale_lock(git_dir: &Path) {
+    let _ = std::fs::remove_file(git_dir.join("index.lock"));
 }

@@ -9,9 +9,8 @@
 //! the workspace is touched, removed when it is done) lets `resume` finish
 //! one that `fork --restore` did not.
 
-use super::{CheckpointError, Git, OsStrPath, check_version, walk};
+use super::{CheckpointError, check_version};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 /// What a pending restore is to do.
@@ -71,11 +70,23 @@ pub fn clear_intent(wal: &Path) -> Result<(), CheckpointError> {
 /// What a restore did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Restored {
-    pub removed: u64,
-    pub written: u64,
+    /// Paths that differed from the tree (written back or removed).
+    pub changed: u64,
+    /// The workspace's tree before the restore (kept in the store).
+    pub before: String,
 }
 
 /// Makes the workspace's stored files equal `tree` of the store `git_dir`.
+///
+/// The workspace as it is is checkpointed into the store first (so the
+/// store's index knows exactly the files a checkpoint would hold, and the
+/// state before the restore is kept); then `git read-tree --reset -u`
+/// moves the index and the files to `tree`: files that differ are written,
+/// files of the index that `tree` lacks are removed (with directories left
+/// empty), and nothing the index does not hold (ignored files, `.git`, the
+/// run's own files) is touched. git's checkout refuses to write through a
+/// symlinked leading directory, so a workspace cannot steer a restore
+/// outside itself. Running it again after a kill finishes the job.
 pub fn restore(
     git_dir: &Path,
     workspace: &Path,
@@ -83,56 +94,16 @@ pub fn restore(
     protected: &crate::tools::protected::Protected,
 ) -> Result<Restored, CheckpointError> {
     check_version()?;
-    let git = Git {
-        git_dir: git_dir.to_path_buf(),
-        work_tree: workspace.to_path_buf(),
-        index: None,
-    };
-    let listed = git.run(
-        &["ls-tree", "-r", "-z", "--full-tree", "--name-only", tree],
-        None,
-    )?;
-    let wanted: BTreeSet<&[u8]> = listed
-        .split(|b| *b == 0)
-        .filter(|p| !p.is_empty())
-        .collect();
-    let mut report = Restored::default();
-    let mut dirs = BTreeSet::new();
-    for rel in walk(workspace, protected) {
-        if wanted.contains(rel.as_slice()) {
-            continue;
-        }
-        let full = workspace.join(OsStrPath::of(&rel));
-        match std::fs::remove_file(&full) {
-            Ok(()) => report.removed += 1,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => {
-                return Err(CheckpointError::Io(format!(
-                    "removing {}: {e}",
-                    full.display()
-                )));
-            }
-        }
-        let mut p = full.parent();
-        while let Some(dir) = p {
-            if dir == workspace || !dir.starts_with(workspace) {
-                break;
-            }
-            dirs.insert(dir.to_path_buf());
-            p = dir.parent();
-        }
-    }
-    // Deepest first: a directory the removals emptied goes too (one that
-    // still holds something, ignored files for instance, stays).
-    for dir in dirs.iter().rev() {
-        let _ = std::fs::remove_dir(dir);
-    }
-    git.run(&["read-tree", tree], None)?;
-    git.run(&["checkout-index", "-a", "-f", "-u", "-q"], None)?;
-    report.written = wanted.len() as u64;
-    // Written files are made durable before the intent goes.
+    let mut cp = super::Checkpointer::for_store(git_dir, workspace, protected.clone());
+    let before = cp.take(Some(tree))?;
+    super::clear_stale_lock(git_dir);
+    cp.git().run(&["read-tree", "--reset", "-u", tree], None)?;
+    // Written files are durable before the intent goes.
     if let Ok(dir) = std::fs::File::open(workspace) {
         nix::unistd::syncfs(&dir).map_err(|e| CheckpointError::Io(format!("syncfs: {e}")))?;
     }
-    Ok(report)
+    Ok(Restored {
+        changed: before.changed_count,
+        before: before.tree,
+    })
 }

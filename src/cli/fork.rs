@@ -12,9 +12,10 @@
 //! renamed into place last; a log that exists and is this very fork
 //! (`forked_from` and its length match) counts as done.
 //!
-//! `--restore` then writes a restore intent beside the new log, puts the
-//! workspace back to the step's last checkpoint and removes the intent; a
-//! rerun (or `resume` of the fork) finishes a restore a kill cut short.
+//! With `--restore` a restore intent is written beside the new log before
+//! the log is renamed into place; then the workspace is put back to the
+//! step's last checkpoint and the intent removed. A rerun (or `resume` of
+//! the fork) finishes a restore a kill cut short.
 
 use super::CliError;
 use super::args::ForkArgs;
@@ -200,6 +201,12 @@ pub fn fork(args: &ForkArgs) -> Result<i32, CliError> {
             checkpoint::copy_store(&old_store, &new_store, &workspace)
                 .map_err(|e| CliError::new(1, e.to_string()))?;
         }
+        // The intent goes before the log: once the fork's log exists, a
+        // restore it asked for is never lost (resume finishes it).
+        if let (true, Some(tree)) = (args.restore, &target_tree) {
+            restore::write_intent(&target, &intent_for(tree, args.at, &workspace))
+                .map_err(|e| CliError::new(1, e.to_string()))?;
+        }
         let bytes = fork_bytes(&prefix, &Event::RunStarted(started))?;
         tinyagent_store::fsutil::atomic_write(&target, &bytes)
             .map_err(|e| CliError::new(1, format!("writing {}: {e}", target.display())))?;
@@ -213,11 +220,7 @@ pub fn fork(args: &ForkArgs) -> Result<i32, CliError> {
     if args.restore
         && let Some(tree) = target_tree
     {
-        let intent = restore::RestoreIntent {
-            tree,
-            step: args.at,
-            workspace: workspace.display().to_string(),
-        };
+        let intent = intent_for(&tree, args.at, &workspace);
         restore::write_intent(&target, &intent).map_err(|e| CliError::new(1, e.to_string()))?;
         finish_restore(&target, &wal, &intent)?;
     }
@@ -227,6 +230,14 @@ pub fn fork(args: &ForkArgs) -> Result<i32, CliError> {
         target.display()
     ));
     Ok(0)
+}
+
+fn intent_for(tree: &str, step: u64, workspace: &Path) -> restore::RestoreIntent {
+    restore::RestoreIntent {
+        tree: tree.to_string(),
+        step,
+        workspace: workspace.display().to_string(),
+    }
 }
 
 /// Carries out a restore intent of the log `wal` and removes it. `other` is
@@ -249,11 +260,11 @@ pub fn finish_restore(
     .map_err(|e| CliError::new(1, format!("restoring the workspace: {e}")))?;
     restore::clear_intent(wal).map_err(|e| CliError::new(1, e.to_string()))?;
     crate::agent::output::err_line(&format!(
-        "restored {} to step {} ({} files written, {} removed)",
+        "restored {} to step {} ({} paths put back; the state before is kept as tree {})",
         workspace.display(),
         intent.step,
-        done.written,
-        done.removed
+        done.changed,
+        done.before
     ));
     Ok(())
 }

@@ -13,6 +13,7 @@
 // Each binary uses a different part of these helpers.
 #![allow(dead_code, unused_imports)]
 
+pub mod checkpoints;
 pub mod contract;
 pub mod e2e;
 pub mod mock;
