@@ -25,7 +25,9 @@ const SAFE_CONFIG: &[&str] = &[
     "core.hooksPath=/dev/null",
     "core.fsmonitor=false",
     "core.untrackedCache=false",
-    "core.fsync=loose-object,index,pack,pack-metadata",
+    // The index is a cache (a damaged one is dropped and rebuilt, its
+    // trailing hash tells): its writes need no fsync.
+    "core.fsync=loose-object,pack,pack-metadata",
     "core.fsyncMethod=fsync",
     "core.autocrlf=false",
     "core.safecrlf=false",
@@ -112,8 +114,14 @@ impl Git {
             .arg("--work-tree")
             .arg(&self.work_tree)
             .args(args)
-            .current_dir(&self.work_tree)
             .stdin(Stdio::null());
+        // Paths given to git are relative to the workspace; a command that
+        // needs no workspace (a fork's copy, a diff) runs where it can.
+        cmd.current_dir(if self.work_tree.is_dir() {
+            self.work_tree.as_path()
+        } else {
+            Path::new("/")
+        });
         cmd
     }
 

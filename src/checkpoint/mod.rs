@@ -121,6 +121,16 @@ pub struct Checkpointer {
     /// The paths the index holds (read from it on first use).
     indexed: Option<BTreeSet<Vec<u8>>>,
     oversized_cache: HashMap<Vec<u8>, (StatKey, String)>,
+    /// What the previous checkpoint of this process saw: each file's stat
+    /// data, when its scan started (seconds since the epoch), and the tree.
+    last: Option<LastScan>,
+}
+
+/// The previous checkpoint's view, to hand git only the paths that changed.
+struct LastScan {
+    stats: HashMap<Vec<u8>, StatKey>,
+    started: i64,
+    tree: String,
 }
 
 impl Checkpointer {
@@ -142,6 +152,7 @@ impl Checkpointer {
             max_file: max_file_bytes(),
             indexed: None,
             oversized_cache: HashMap::new(),
+            last: None,
         }
     }
 
@@ -162,6 +173,7 @@ impl Checkpointer {
             max_file: max_file_bytes(),
             indexed: None,
             oversized_cache: HashMap::new(),
+            last: None,
         }
     }
 
@@ -176,7 +188,10 @@ impl Checkpointer {
     pub fn take(&mut self, prev: Option<&str>) -> Result<Taken, CheckpointError> {
         check_version()?;
         self.git.init()?;
-        let (files, oversized) = self.scan();
+        let started = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+        let (files, oversized, stats) = self.scan();
         let indexed = match self.indexed.take() {
             Some(set) => set,
             None => {
@@ -186,33 +201,61 @@ impl Checkpointer {
                 self.read_index()
             }
         };
-        // Every path now present, and every path the index had (those gone
-        // are removed): update-index rehashes only what changed its stat.
+        // The paths git must look at: with a previous scan in this process,
+        // those whose stat data changed, those modified in or after the
+        // second that scan started (a change within the file system's
+        // timestamp granularity keeps the same stat data; git's own racy
+        // check rehashes them), new ones and removed ones; else all of them
+        // (git's index still skips rehashing unchanged ones).
+        let last = self.last.take();
         let mut input = Vec::new();
-        for p in files.iter().chain(indexed.difference(&files)) {
+        for p in &files {
+            let look = match (&last, stats.get(p)) {
+                (Some(l), Some(now)) => l.stats.get(p) != Some(now) || now.mtime >= l.started - 1,
+                _ => true,
+            };
+            if look {
+                input.extend_from_slice(p);
+                input.push(0);
+            }
+        }
+        for p in indexed.difference(&files) {
             input.extend_from_slice(p);
             input.push(0);
         }
-        let tree = match self.index_and_write(&input) {
-            Ok(tree) => tree,
-            Err(_) => {
-                // The index is only a cache: one that is damaged, or names
-                // an object a crash lost before it was synced, is dropped
-                // and every file hashed again.
-                let _ = std::fs::remove_file(self.git.git_dir.join("index"));
-                let mut all = Vec::new();
-                for p in &files {
-                    all.extend_from_slice(p);
-                    all.push(0);
+        let unchanged_since = match &last {
+            Some(l) if input.is_empty() => Some(l.tree.clone()),
+            _ => None,
+        };
+        let tree = if let Some(tree) = unchanged_since {
+            tree
+        } else {
+            match self.index_and_write(&input) {
+                Ok(tree) => tree,
+                Err(_) => {
+                    // The index is only a cache: one that is damaged, or
+                    // names an object a crash lost before it was synced, is
+                    // dropped and every file hashed again.
+                    let _ = std::fs::remove_file(self.git.git_dir.join("index"));
+                    let mut all = Vec::new();
+                    for p in &files {
+                        all.extend_from_slice(p);
+                        all.push(0);
+                    }
+                    self.index_and_write(&all)?
                 }
-                self.index_and_write(&all)?
             }
         };
+        self.last = Some(LastScan {
+            stats,
+            started,
+            tree: tree.clone(),
+        });
         let count = files.len() as u64;
         self.indexed = Some(files);
         let prev = prev.unwrap_or(EMPTY_TREE);
         let (changed, changed_count) = if prev == tree {
-            self.sync_objects(&[tree.as_str()])?;
+            // The previous checkpoint made these objects durable already.
             (Vec::new(), 0)
         } else {
             // A previous tree this store lacks (a damaged store) counts as
@@ -273,9 +316,11 @@ impl Checkpointer {
 
     /// The workspace's files to store (relative paths, as bytes) and those
     /// over the size cap.
-    fn scan(&mut self) -> (BTreeSet<Vec<u8>>, Vec<Oversized>) {
+    #[allow(clippy::type_complexity, reason = "three results of one walk")]
+    fn scan(&mut self) -> (BTreeSet<Vec<u8>>, Vec<Oversized>, HashMap<Vec<u8>, StatKey>) {
         let mut files = BTreeSet::new();
         let mut oversized = Vec::new();
+        let mut stats = HashMap::new();
         for rel in walk(&self.workspace, &self.protected) {
             let full = self.workspace.join(OsStrPath::of(&rel));
             let Ok(meta) = std::fs::symlink_metadata(&full) else {
@@ -298,9 +343,10 @@ impl Checkpointer {
                 });
                 continue;
             }
+            stats.insert(rel.clone(), StatKey::of(&meta));
             files.insert(rel);
         }
-        (files, oversized)
+        (files, oversized, stats)
     }
 
     /// Changed paths between two trees, their count, and the ids of the
@@ -453,9 +499,11 @@ pub fn diff(git_dir: &Path, from: Option<&str>, to: &str) -> Result<Vec<u8>, Che
 pub fn copy_store(from: &Path, to: &Path, workspace: &Path) -> Result<(), CheckpointError> {
     let io = |what: String, e: std::io::Error| CheckpointError::Io(format!("{what}: {e}"));
     check_version()?;
+    // No workspace is needed (or read) to copy objects.
+    let _ = workspace;
     let new = Git {
         git_dir: to.to_path_buf(),
-        work_tree: workspace.to_path_buf(),
+        work_tree: to.to_path_buf(),
         index: None,
     };
     new.init()?;

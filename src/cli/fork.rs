@@ -129,6 +129,23 @@ fn is_this_fork(target: &Path, from: &ForkedFrom, records: usize) -> bool {
 
 /// `tinyagent fork <WAL> --at <STEP> [-o <NEW.wal>] [--restore]`.
 pub fn fork(args: &ForkArgs) -> Result<i32, CliError> {
+    let target = make_fork(args)?;
+    crate::agent::output::err_line(&format!(
+        "forked {} at step {} into {}",
+        args.wal.display(),
+        args.at,
+        target.display()
+    ));
+    crate::agent::output::out_line(&target.display().to_string());
+    crate::agent::output::err_line(&format!(
+        "continue it with: tinyagent resume {} --message <TEXT>",
+        target.display()
+    ));
+    Ok(0)
+}
+
+/// Makes the fork (and the restore) `args` ask for; gives the new log.
+pub fn make_fork(args: &ForkArgs) -> Result<PathBuf, CliError> {
     let wal = std::fs::canonicalize(&args.wal)
         .map_err(|e| CliError::refused(format!("{}: {e}", args.wal.display())))?;
     let prefix = read_prefix(&wal, args.at)?;
@@ -211,12 +228,6 @@ pub fn fork(args: &ForkArgs) -> Result<i32, CliError> {
         tinyagent_store::fsutil::atomic_write(&target, &bytes)
             .map_err(|e| CliError::new(1, format!("writing {}: {e}", target.display())))?;
     }
-    crate::agent::output::err_line(&format!(
-        "forked {} at step {} (seq {last_seq}) into {}",
-        wal.display(),
-        args.at,
-        target.display()
-    ));
     if args.restore
         && let Some(tree) = target_tree
     {
@@ -224,12 +235,7 @@ pub fn fork(args: &ForkArgs) -> Result<i32, CliError> {
         restore::write_intent(&target, &intent).map_err(|e| CliError::new(1, e.to_string()))?;
         finish_restore(&target, &wal, &intent)?;
     }
-    crate::agent::output::out_line(&target.display().to_string());
-    crate::agent::output::err_line(&format!(
-        "continue it with: tinyagent resume {} --message <TEXT>",
-        target.display()
-    ));
-    Ok(0)
+    Ok(target)
 }
 
 fn intent_for(tree: &str, step: u64, workspace: &Path) -> restore::RestoreIntent {

@@ -5,7 +5,7 @@
 
 pub mod args;
 mod demo;
-mod fork;
+pub mod fork;
 pub mod inspect;
 mod logcmd;
 mod resume;

@@ -7,6 +7,7 @@ use crate::support::checkpoints::{git_tree_of, tree_of};
 use crate::support::contract;
 use crate::support::e2e::{Sandbox, bin, output, stderr};
 use crate::support::mock::{MockReply, MockServer};
+use crate::support::require::{self, require};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -81,6 +82,15 @@ fn four_steps(sb: &Sandbox) -> MockServer {
 
 #[test]
 fn fork_restore_puts_the_files_of_a_step_back_and_leaves_the_original_alone() {
+    if require(
+        "git",
+        "fork_restore_puts_the_files_of_a_step_back_and_leaves_the_original_alone",
+        require::git(),
+    )
+    .is_none()
+    {
+        return;
+    }
     let sb = Sandbox::new();
     let ws = sb.ws();
     let server = four_steps(&sb);
@@ -226,6 +236,15 @@ fn fork_restore_puts_the_files_of_a_step_back_and_leaves_the_original_alone() {
 
 #[test]
 fn log_diff_shows_what_a_step_or_a_call_changed() {
+    if require(
+        "git",
+        "log_diff_shows_what_a_step_or_a_call_changed",
+        require::git(),
+    )
+    .is_none()
+    {
+        return;
+    }
     let sb = Sandbox::new();
     four_steps(&sb);
     let wal = sb.wal();
@@ -276,6 +295,15 @@ fn log_diff_shows_what_a_step_or_a_call_changed() {
 
 #[test]
 fn inspect_and_export_list_the_checkpoints() {
+    if require(
+        "git",
+        "inspect_and_export_list_the_checkpoints",
+        require::git(),
+    )
+    .is_none()
+    {
+        return;
+    }
     let sb = Sandbox::new();
     four_steps(&sb);
     let w = sb.wal();
@@ -308,6 +336,15 @@ fn inspect_and_export_list_the_checkpoints() {
 
 #[test]
 fn a_fork_of_a_fork_resumes_and_a_rerun_fork_is_the_same_fork() {
+    if require(
+        "git",
+        "a_fork_of_a_fork_resumes_and_a_rerun_fork_is_the_same_fork",
+        require::git(),
+    )
+    .is_none()
+    {
+        return;
+    }
     let sb = Sandbox::new();
     four_steps(&sb);
     let wal = sb.wal();
@@ -389,6 +426,15 @@ fn a_fork_of_a_fork_resumes_and_a_rerun_fork_is_the_same_fork() {
 
 #[test]
 fn a_checkpoint_a_stop_left_missing_is_made_on_resume() {
+    if require(
+        "git",
+        "a_checkpoint_a_stop_left_missing_is_made_on_resume",
+        require::git(),
+    )
+    .is_none()
+    {
+        return;
+    }
     let sb = Sandbox::new();
     four_steps(&sb);
     let wal = sb.wal();
@@ -434,6 +480,15 @@ fn a_checkpoint_a_stop_left_missing_is_made_on_resume() {
 
 #[test]
 fn files_over_the_size_cap_are_named_with_their_hash_and_not_stored() {
+    if require(
+        "git",
+        "files_over_the_size_cap_are_named_with_their_hash_and_not_stored",
+        require::git(),
+    )
+    .is_none()
+    {
+        return;
+    }
     let sb = Sandbox::new();
     let server = MockServer::start(vec![
         MockReply::tool_call(

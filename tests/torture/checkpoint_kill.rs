@@ -8,6 +8,7 @@ use crate::support::checkpoints::{git_tree_of, tree_of};
 use crate::support::contract;
 use crate::support::e2e::{Sandbox, bin, output, stderr};
 use crate::support::mock::{MockReply, MockServer};
+use crate::support::require::{self, require};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -64,6 +65,9 @@ fn fork_cmd(sb: &Sandbox, to: &Path) -> Command {
 
 #[test]
 fn fork_and_restore_killed_at_random_moments_finish_when_run_again() {
+    if require("git", "checkpoint_kill", require::git()).is_none() {
+        return;
+    }
     let sb = Sandbox::new();
     let ws = sb.ws();
     std::fs::write(ws.join(".gitignore"), "*.log\n").unwrap();
