@@ -31,6 +31,10 @@ use std::path::{Path, PathBuf};
 /// The default size cap of one stored file: 32 MiB.
 pub const DEFAULT_MAX_FILE_BYTES: u64 = 32 << 20;
 
+/// A workspace with more files than this gets no checkpoints (a warning
+/// says so): `--cwd` at a home or system directory would otherwise copy it.
+pub const MAX_FILES: usize = 200_000;
+
 /// At most this many changed paths are listed in a record (`changed_count`
 /// has the total).
 pub const MAX_LISTED_CHANGES: usize = 1000;
@@ -192,6 +196,11 @@ impl Checkpointer {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
         let (files, oversized, stats) = self.scan();
+        if files.len() >= MAX_FILES {
+            return Err(CheckpointError::Io(format!(
+                "the workspace holds {MAX_FILES} files or more (not ignored): too many to checkpoint"
+            )));
+        }
         let indexed = match self.indexed.take() {
             Some(set) => set,
             None => {
@@ -321,7 +330,7 @@ impl Checkpointer {
         let mut files = BTreeSet::new();
         let mut oversized = Vec::new();
         let mut stats = HashMap::new();
-        for rel in walk(&self.workspace, &self.protected) {
+        for rel in walk(&self.workspace, &self.protected).into_iter().take(MAX_FILES) {
             let full = self.workspace.join(OsStrPath::of(&rel));
             let Ok(meta) = std::fs::symlink_metadata(&full) else {
                 continue; // gone since the walk saw it
@@ -419,7 +428,7 @@ impl Checkpointer {
 }
 
 /// Relative paths (bytes) of the files and symlinks to store, in no
-/// particular order.
+/// particular order (at most [`MAX_FILES`]).
 pub fn walk(workspace: &Path, protected: &crate::tools::protected::Protected) -> Vec<Vec<u8>> {
     let protected = protected.clone();
     let walker = ignore::WalkBuilder::new(workspace)
@@ -435,6 +444,9 @@ pub fn walk(workspace: &Path, protected: &crate::tools::protected::Protected) ->
         .build();
     let mut out = Vec::new();
     for entry in walker.flatten() {
+        if out.len() >= MAX_FILES {
+            break;
+        }
         let Some(ft) = entry.file_type() else {
             continue;
         };

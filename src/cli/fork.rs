@@ -169,10 +169,21 @@ pub fn make_fork(args: &ForkArgs) -> Result<PathBuf, CliError> {
                 args.at
             )));
         }
-        if !workspace.is_dir() {
+        if !workspace.is_absolute() || !workspace.is_dir() {
             return Err(CliError::refused(format!(
-                "the run's workspace {} is not a directory",
-                workspace.display()
+                "the run's workspace {:?} is not an absolute directory",
+                workspace.display().to_string()
+            )));
+        }
+        // A restore removes files: never across a whole system or home,
+        // whatever a log says its workspace was.
+        let real = std::fs::canonicalize(&workspace)
+            .map_err(|e| CliError::refused(format!("{}: {e}", workspace.display())))?;
+        let home = std::env::var_os("HOME").and_then(|h| std::fs::canonicalize(h).ok());
+        if real.parent().is_none() || home.as_deref() == Some(real.as_path()) {
+            return Err(CliError::refused(format!(
+                "the run's workspace is {}: a restore there is refused",
+                real.display()
             )));
         }
     }
