@@ -330,7 +330,10 @@ impl Checkpointer {
         let mut files = BTreeSet::new();
         let mut oversized = Vec::new();
         let mut stats = HashMap::new();
-        for rel in walk(&self.workspace, &self.protected).into_iter().take(MAX_FILES) {
+        for rel in walk(&self.workspace, &self.protected)
+            .into_iter()
+            .take(MAX_FILES)
+        {
             let full = self.workspace.join(OsStrPath::of(&rel));
             let Ok(meta) = std::fs::symlink_metadata(&full) else {
                 continue; // gone since the walk saw it

@@ -523,3 +523,87 @@ fn files_over_the_size_cap_are_named_with_their_hash_and_not_stored() {
         hasher.stdout.as_slice()
     );
 }
+
+/// The workspace is untrusted: its own `.git` (config with an fsmonitor
+/// and a filter, hooks) and its `.gitattributes` never make the checkpoint
+/// store run anything, and `GIT_*` variables of the agent's environment do
+/// not redirect it.
+#[test]
+fn the_workspace_git_config_hooks_and_attributes_are_never_used() {
+    if require("git", "checkpoints_untrusted_git", require::git()).is_none() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let ws = sb.ws();
+    let marker = sb.path("pwned");
+    let m = marker.display();
+    std::fs::create_dir_all(ws.join(".git/hooks")).unwrap();
+    std::fs::write(
+        ws.join(".git/config"),
+        format!(
+            "[core]\n\tfsmonitor = \"touch {m}.fsmonitor\"\n\thooksPath = .git/hooks\n\
+             [filter \"evil\"]\n\tclean = \"touch {m}.filter; cat\"\n\tsmudge = \"touch {m}.smudge; cat\"\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(ws.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+    for hook in ["post-index-change", "pre-commit", "post-checkout"] {
+        let p = ws.join(".git/hooks").join(hook);
+        std::fs::write(&p, format!("#!/bin/sh\ntouch {m}.{hook}\n")).unwrap();
+        std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    }
+    std::fs::write(
+        ws.join(".gitattributes"),
+        "* filter=evil text eol=crlf ident\n",
+    )
+    .unwrap();
+    std::fs::write(ws.join("a.txt"), "$Id$\nline\n").unwrap();
+    let server = MockServer::start(vec![
+        MockReply::tool_call("write", json!({"path": "b.txt", "content": "b\n"})),
+        MockReply::text("done"),
+    ]);
+    let mut run = sb.run_cmd(&server.base_url(), "touch files");
+    run.env("GIT_DIR", ws.join(".git"))
+        .env(
+            "GIT_CONFIG_PARAMETERS",
+            format!("'core.fsmonitor'='touch {m}.env'"),
+        )
+        .env("GIT_CONFIG_GLOBAL", ws.join(".git/config"));
+    let out = output(run);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("warning"), "{}", stderr(&out));
+    let cps = checkpoints(&sb.wal());
+    assert_eq!(cps.len(), 2, "the start and the write were checkpointed");
+    assert_eq!(cps[1]["changed"], json!(["b.txt"]));
+    // Fork and restore too (checkout is where filters and hooks would run).
+    std::fs::write(ws.join("a.txt"), "changed\n").unwrap();
+    let fork = sb.path("fork.wal");
+    let mut c = Command::new(bin());
+    c.current_dir(sb.dir.path())
+        .args([
+            "fork",
+            sb.wal().to_str().unwrap(),
+            "--at",
+            "1",
+            "--restore",
+            "-o",
+        ])
+        .arg(&fork)
+        .env("GIT_DIR", ws.join(".git"))
+        .stdin(Stdio::null());
+    ok(&output(c));
+    let left: Vec<_> = std::fs::read_dir(sb.dir.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("pwned"))
+        .collect();
+    assert!(
+        left.is_empty(),
+        "the workspace's git ran something: {left:?}"
+    );
+    // Bytes stored as they are: no eol conversion, no ident expansion.
+    assert_eq!(std::fs::read(ws.join("a.txt")).unwrap(), b"$Id$\nline\n");
+    // The workspace's .git is not touched (no index was written there).
+    assert!(!ws.join(".git/index").exists());
+}
