@@ -19,6 +19,8 @@
 
 mod git;
 pub mod restore;
+#[cfg(test)]
+mod tests;
 
 pub use git::{Git, GitError, check_version};
 use serde::{Deserialize, Serialize};
