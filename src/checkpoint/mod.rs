@@ -41,6 +41,10 @@ pub const MAX_FILES: usize = 200_000;
 /// has the total).
 pub const MAX_LISTED_CHANGES: usize = 1000;
 
+/// ... and at most about this many bytes of them (a record stays far below
+/// the log's line limit whatever the paths).
+pub const MAX_LISTED_BYTES: usize = 64 << 10;
+
 /// The id of git's empty tree.
 pub const EMPTY_TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
 
@@ -385,6 +389,7 @@ impl Checkpointer {
         )?;
         let mut changed = Vec::new();
         let mut count = 0u64;
+        let mut listed_bytes = 0usize;
         let mut ids = Vec::new();
         let mut fields = out.split(|b| *b == 0);
         while let Some(meta) = fields.next() {
@@ -405,7 +410,8 @@ impl Checkpointer {
                 continue; // a directory: its files are listed themselves
             }
             count += 1;
-            if changed.len() < MAX_LISTED_CHANGES {
+            if changed.len() < MAX_LISTED_CHANGES && listed_bytes < MAX_LISTED_BYTES {
+                listed_bytes += path.len();
                 changed.push(String::from_utf8_lossy(path).into_owned());
             }
         }
