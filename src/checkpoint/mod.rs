@@ -134,6 +134,8 @@ pub struct Checkpointer {
     /// What the previous checkpoint of this process saw: each file's stat
     /// data, when its scan started (seconds since the epoch), and the tree.
     last: Option<LastScan>,
+    /// Fan-out directories whose names in `objects/` this process synced.
+    named_dirs: std::collections::HashSet<String>,
 }
 
 /// The previous checkpoint's view, to hand git only the paths that changed.
@@ -163,6 +165,7 @@ impl Checkpointer {
             indexed: None,
             oversized_cache: HashMap::new(),
             last: None,
+            named_dirs: std::collections::HashSet::new(),
         }
     }
 
@@ -184,6 +187,7 @@ impl Checkpointer {
             indexed: None,
             oversized_cache: HashMap::new(),
             last: None,
+            named_dirs: std::collections::HashSet::new(),
         }
     }
 
@@ -421,20 +425,29 @@ impl Checkpointer {
     /// fsyncs the fan-out directories of `ids` and `objects/` itself: git
     /// fsyncs each object file (`core.fsync=loose-object`) but not the
     /// directory entries that name them.
-    fn sync_objects(&self, ids: &[&str]) -> Result<(), CheckpointError> {
+    /// `objects/` itself is synced only when a fan-out directory this
+    /// process has not synced its name of yet is involved.
+    fn sync_objects(&mut self, ids: &[&str]) -> Result<(), CheckpointError> {
         let objects = self.git.git_dir.join("objects");
-        let dirs: BTreeSet<&str> = ids
+        let dirs: BTreeSet<String> = ids
             .iter()
             .filter(|id| id.len() > 2)
-            .map(|id| &id[..2])
+            .map(|id| id[..2].to_string())
             .collect();
-        for d in dirs {
+        let mut new_names = false;
+        for d in &dirs {
             let dir = objects.join(d);
             if dir.is_dir() {
                 git::sync_dir(&dir).map_err(|e| CheckpointError::Io(format!("fsync {d}: {e}")))?;
+                new_names |= !self.named_dirs.contains(d);
             }
         }
-        git::sync_dir(&objects).map_err(|e| CheckpointError::Io(format!("fsync objects: {e}")))
+        if new_names {
+            git::sync_dir(&objects)
+                .map_err(|e| CheckpointError::Io(format!("fsync objects: {e}")))?;
+            self.named_dirs.extend(dirs);
+        }
+        Ok(())
     }
 }
 
