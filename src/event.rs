@@ -233,11 +233,26 @@ pub struct RunStarted {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mcp_tools: Vec<crate::mcp::McpToolRecord>,
     pub limits: Limits,
+    /// The run this one was forked from (`tinyagent fork`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<ForkedFrom>,
     /// The system prompt the run was started with.
     #[serde(default)]
     pub system_prompt: String,
     #[serde(default)]
     pub settings: RunSettings,
+}
+
+/// Where a forked run's history came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForkedFrom {
+    pub run_id: String,
+    /// The last record of the original that the fork holds.
+    pub seq: u64,
+    pub step: u64,
+    /// The original log's path when the fork was made.
+    #[serde(default)]
+    pub wal: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -578,6 +593,31 @@ pub struct RunFinished {
     pub reason: Option<String>,
 }
 
+/// The workspace's state after a call that can change files (or at the
+/// start of a run, with no call): the tree id in the run's checkpoint store
+/// (`<wal>.d/checkpoints.git`), durable before this record is written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkspaceCheckpoint {
+    pub step: u64,
+    /// The call after which it was taken; `None` for the starting state
+    /// and for changes found on resume that no call of the log made.
+    pub call_id: Option<String>,
+    /// The root tree id of the stored files.
+    pub tree: String,
+    /// Paths that differ from the previous checkpoint (the first
+    /// [`crate::checkpoint::MAX_LISTED_CHANGES`]).
+    pub changed: Vec<String>,
+    /// How many paths differ (all of them, also past the listed ones).
+    #[serde(default)]
+    pub changed_count: u64,
+    /// Files stored in the tree.
+    #[serde(default)]
+    pub files: u64,
+    /// Files over the size cap: named with their size and hash, not stored.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub oversized: Vec<crate::checkpoint::Oversized>,
+}
+
 /// One log record's payload.
 ///
 /// `run.started` is much larger than the other variants, but it appears once
@@ -611,6 +651,8 @@ pub enum Event {
     Resume(Resume),
     #[serde(rename = "run.finished")]
     RunFinished(RunFinished),
+    #[serde(rename = "workspace.checkpoint")]
+    WorkspaceCheckpoint(WorkspaceCheckpoint),
 }
 
 impl Event {
@@ -629,6 +671,7 @@ impl Event {
             Event::StepSaved(_) => "step.saved",
             Event::Resume(_) => "resume",
             Event::RunFinished(_) => "run.finished",
+            Event::WorkspaceCheckpoint(_) => "workspace.checkpoint",
         }
     }
 }

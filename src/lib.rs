@@ -41,6 +41,9 @@
 //!   one call runner every call goes through (pre hook, `tool.started`, run,
 //!   post hook, `tool.result`, plan update), compaction of the model's view,
 //!   hooks, what resume does to a stopped run, and what the run prints.
+//! - [`checkpoint`]: workspace checkpoints in a shadow git store beside the
+//!   log (`<wal>.d/checkpoints.git`), their diffs, restoring a workspace,
+//!   copying a store for a fork.
 //! - [`signals`]: SIGINT, SIGTERM and SIGHUP, which stop a run cleanly.
 //! - [`cli`]: the command line: `run` and `resume` as stages (resolve and
 //!   check everything, then touch the disk), `log inspect/verify/repair/
@@ -56,6 +59,7 @@
 
 pub mod agent;
 pub mod bench;
+pub mod checkpoint;
 pub mod cli;
 pub mod config;
 pub mod event;

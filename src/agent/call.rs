@@ -160,6 +160,8 @@ impl Agent {
         if let Some((items, note)) = outcome.plan_update {
             self.update_plan(step, items, note)?;
         }
+        // With the result: no sync point of its own.
+        self.checkpoint_after(step, &call.name, &call.id)?;
         self.checkpoint_event(step);
         Ok(())
     }

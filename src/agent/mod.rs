@@ -8,6 +8,7 @@
 //! state changes only through `State::apply` inside `Store::append`.
 
 mod call;
+mod checkpoints;
 pub(crate) mod compaction;
 mod hook_calls;
 pub(crate) mod hooks;
@@ -92,6 +93,8 @@ pub struct Agent {
     timing: Timing,
     /// Estimate at which the last compaction attempt failed.
     compaction_backoff: Option<u64>,
+    /// The workspace's checkpoint store (`None`: no usable git).
+    checkpoints: Option<crate::checkpoint::Checkpointer>,
 }
 
 /// Where the time of this process's part of the run went: the agent's own
@@ -102,6 +105,7 @@ struct Timing {
     io_at_start: tinyagent_store::wal::writer::IoStats,
     model: std::time::Duration,
     tools: std::time::Duration,
+    checkpoints: std::time::Duration,
     steps: u64,
 }
 
@@ -127,9 +131,23 @@ impl Agent {
             // Temp files of a plan-mirror write that a kill interrupted.
             tinyagent_store::fsutil::clean_atomic_temps(mirror);
         }
+        let checkpoints = match crate::checkpoint::check_version() {
+            Ok(()) => Some(crate::checkpoint::Checkpointer::new(
+                parts.store.path(),
+                &parts.config.workspace,
+                parts.protected.clone(),
+            )),
+            Err(e) => {
+                parts
+                    .out
+                    .warn(&format!("workspace checkpoints are off: {e}"));
+                None
+            }
+        };
         let mut out = parts.out;
         out.set_live_text(parts.config.model.stream);
         Ok(Agent {
+            checkpoints,
             after_sync: Vec::new(),
             hook_files: hook_calls::HookFiles::of(&parts.config.hooks, &parts.config.workspace),
             timing: Timing::default(),
@@ -232,6 +250,8 @@ impl Agent {
     pub async fn run(&mut self) -> Result<RunStatus, AgentError> {
         self.timing.started = Some(std::time::Instant::now());
         self.timing.io_at_start = self.store.io_stats();
+        // Staged: durable with the first sync point of the first step.
+        self.checkpoint_start()?;
         loop {
             self.record_exited_processes()?;
             if let Some(sig) = crate::signals::received() {
@@ -361,6 +381,7 @@ impl Agent {
                 "wall_ms": ms(wall),
                 "model_ms": ms(self.timing.model),
                 "tools_ms": ms(self.timing.tools),
+                "checkpoints_ms": ms(self.timing.checkpoints),
                 "overhead_ms": ms(overhead),
                 "overhead_per_step_ms": ms(overhead) / steps,
                 "fsync_ms": ms(fsync),

@@ -259,6 +259,21 @@ impl Output {
                     .map(|r| format!(" ({r})"))
                     .unwrap_or_default()
             )),
+            Event::WorkspaceCheckpoint(c) if c.changed_count == 0 && c.oversized.is_empty() => {}
+            Event::WorkspaceCheckpoint(c) => self.say(&format!(
+                "    ⎘ checkpoint {}: {} path{} changed{}",
+                &c.tree[..c.tree.len().min(12)],
+                c.changed_count,
+                if c.changed_count == 1 { "" } else { "s" },
+                if c.oversized.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        " ({} over the size cap, recorded by hash only)",
+                        c.oversized.len()
+                    )
+                }
+            )),
         }
     }
 }

@@ -144,6 +144,8 @@ impl Agent {
                 json!({ "id": call.id, "name": call.name, "started": call.started }),
             );
         }
+        // A checkpoint the stop left missing goes before the step is saved.
+        self.checkpoint_on_resume()?;
         let s = self.state();
         if s.step > s.saved_step {
             let step = s.step;

@@ -82,6 +82,7 @@ fn run_started() -> RunStarted {
         tools: vec!["bash".into(), "read".into(), "write".into()],
         mcp_tools: Vec::new(),
         limits: Limits::default(),
+        forked_from: None,
         system_prompt: "You are a careful coding agent.".into(),
         settings: RunSettings::default(),
     }

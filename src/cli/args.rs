@@ -35,6 +35,10 @@ pub enum Command {
     /// Look at, check, repair, export or import a log.
     #[command(subcommand)]
     Log(LogCommand),
+    /// A new log holding a run's history up to the end of a step (the
+    /// original is never changed); --restore also puts the workspace's files
+    /// back to that step.
+    Fork(ForkArgs),
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -281,6 +285,15 @@ pub enum LogCommand {
         #[arg(short = 'o', long = "output")]
         output: Option<PathBuf>,
     },
+    /// A unified diff of the workspace files one step or one call changed
+    /// (without --step or --call: the whole run).
+    Diff {
+        wal: PathBuf,
+        #[arg(long, conflicts_with = "call")]
+        step: Option<u64>,
+        #[arg(long)]
+        call: Option<String>,
+    },
     /// Trajectory JSON v1 or v2 -> log.
     Import {
         /// The trajectory file (never modified).
@@ -289,6 +302,23 @@ pub enum LogCommand {
         #[arg(short = 'o', long = "output")]
         output: PathBuf,
     },
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct ForkArgs {
+    /// The log to fork (read only).
+    pub wal: PathBuf,
+    /// The last step the fork keeps (0: only the starting state).
+    #[arg(long)]
+    pub at: u64,
+    /// The new log (default $TINYAGENT_HOME/runs/<new run_id>.wal).
+    #[arg(short = 'o', long = "output")]
+    pub output: Option<PathBuf>,
+    /// Also put the workspace's files back to the step's last checkpoint
+    /// (files created later are removed, deleted ones come back; ignored
+    /// files are not touched).
+    #[arg(long)]
+    pub restore: bool,
 }
 
 #[derive(Debug, Subcommand)]

@@ -1,4 +1,4 @@
-//! `tinyagent log ...`: inspect, verify, repair, export, import.
+//! `tinyagent log ...`: inspect, verify, repair, export, import, diff.
 
 use super::CliError;
 use super::args::LogCommand;
@@ -65,5 +65,6 @@ pub fn log(cmd: LogCommand) -> Result<i32, CliError> {
         LogCommand::Repair { wal } => Ok(inspect::repair(&wal, &mut err)?),
         LogCommand::Export { wal, output } => export(&wal, output.as_deref()),
         LogCommand::Import { json, output } => import(&json, &output),
+        LogCommand::Diff { wal, step, call } => super::fork::diff(&wal, step, call.as_deref()),
     }
 }

@@ -7,6 +7,7 @@ pub mod args;
 mod demo;
 mod endpoints;
 mod envcmd;
+pub mod fork;
 pub mod inspect;
 mod logcmd;
 mod mcpcmd;
@@ -257,5 +258,6 @@ async fn dispatch(cli: Cli) -> Result<i32, CliError> {
             tokio::task::block_in_place(|| envcmd::prune(&a))
         }
         Command::Mcp(args::McpCommand::List(a)) => tokio::task::block_in_place(|| mcpcmd::list(&a)),
+        Command::Fork(a) => tokio::task::block_in_place(|| fork::fork(&a)),
     }
 }

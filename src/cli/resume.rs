@@ -577,6 +577,12 @@ pub async fn resume(args: &ResumeArgs) -> Result<i32, CliError> {
         .cloned()
         .or_else(|| crate::agent::resume::recorded_container(store.state()));
     super::say(&format!("log: {}", wal.display()));
+    // A `fork --restore` a kill cut short is finished before anything else.
+    if let Some(intent) = crate::checkpoint::restore::read_intent(&wal)
+        .map_err(|e| CliError::new(1, e.to_string()))?
+    {
+        super::fork::finish_restore(&wal, &wal, &intent)?;
+    }
     let processes = ProcessTable::new(process_dir(&wal));
     processes.continue_after(store.state().processes.keys().map(String::as_str));
     let mut agent = Agent::new(AgentParts {

@@ -31,7 +31,7 @@ pub struct RunPlan {
     pub notes: Vec<String>,
 }
 
-fn new_run_id() -> String {
+pub(super) fn new_run_id() -> String {
     let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
     let compact: String = now.chars().filter(|c| c.is_ascii_digit()).collect();
     format!("r{}-{:04x}", compact, fastrand::u16(..))
@@ -43,7 +43,7 @@ fn absolute(p: &Path) -> Result<PathBuf, CliError> {
 }
 
 /// An absolute form of a path that may not exist yet.
-fn absolute_new(p: PathBuf) -> Result<PathBuf, CliError> {
+pub(super) fn absolute_new(p: PathBuf) -> Result<PathBuf, CliError> {
     if p.is_absolute() {
         return Ok(p);
     }
@@ -314,6 +314,7 @@ pub fn new_run(args: &RunArgs, config: RunConfig, mcp: &McpSection) -> Result<Ru
         tools: tools.names(),
         mcp_tools: servers.records(opts),
         limits: config.limits.clone(),
+        forked_from: None,
         system_prompt,
         settings,
     };
@@ -445,6 +446,42 @@ fn exec_env_checked(
     Ok(env)
 }
 
+/// The checkpoint of the workspace a new run starts in (`None`, with a
+/// warning, when none can be made: no usable git, a failing store).
+fn starting_checkpoint(
+    wal: &Path,
+    config: &RunConfig,
+    protected: &crate::tools::protected::Protected,
+) -> Option<Event> {
+    let warn = |e: &dyn std::fmt::Display| {
+        crate::agent::output::err_line(&format!(
+            "warning: no checkpoint of the starting workspace: {e}"
+        ));
+    };
+    if let Err(e) = crate::checkpoint::check_version() {
+        warn(&e);
+        return None;
+    }
+    let mut cp = crate::checkpoint::Checkpointer::new(wal, &config.workspace, protected.clone());
+    match cp.take(None) {
+        Ok(t) => Some(Event::WorkspaceCheckpoint(
+            crate::event::WorkspaceCheckpoint {
+                step: 0,
+                call_id: None,
+                tree: t.tree,
+                changed: t.changed,
+                changed_count: t.changed_count,
+                files: t.files,
+                oversized: t.oversized,
+            },
+        )),
+        Err(e) => {
+            warn(&e);
+            None
+        }
+    }
+}
+
 /// Directory for background process output beside the log.
 pub fn process_dir(wal: &Path) -> PathBuf {
     let mut s = wal.as_os_str().to_owned();
@@ -500,8 +537,18 @@ pub async fn run(args: &RunArgs) -> Result<i32, CliError> {
     // Store::create makes the log's directory (durably) when it is missing.
     let mut store = Store::create(&plan.wal, options)?;
     let started = Event::RunStarted(plan.started.clone());
-    let seq = match store.append(started.clone()) {
-        Ok(seq) => seq,
+    // The starting state's checkpoint goes with run.started: one write,
+    // one sync.
+    let first = starting_checkpoint(&plan.wal, &plan.config, &protected);
+    let flushed = store
+        .stage(started.clone())
+        .and_then(|_| match &first {
+            Some(c) => store.stage(c.clone()).map(|_| ()),
+            None => Ok(()),
+        })
+        .and_then(|()| store.flush());
+    let records = match flushed {
+        Ok(records) => records,
         Err(e) => {
             // Nothing was acknowledged and nothing ran: the file holds no
             // complete record, so it goes, and the same command can be run
@@ -546,7 +593,9 @@ pub async fn run(args: &RunArgs) -> Result<i32, CliError> {
         out: Output::new(plan.json),
     })
     .map_err(CliError::from)?;
-    agent.output().record(seq, &started);
+    for (seq, record) in &records {
+        agent.output().record(*seq, record);
+    }
     let result = agent.run().await;
     let finished = matches!(agent.state().status, crate::session::Status::Finished(_));
     agent.close();

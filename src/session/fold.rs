@@ -2,7 +2,8 @@
 //! derived from state: what the model is sent and how big that is.
 
 use super::{
-    CompactionMark, PendingCall, Plan, PlanRevision, PlanUpdateDue, ProcessExit, ProcessInfo, State,
+    CheckpointDue, CheckpointMark, CompactionMark, PendingCall, Plan, PlanRevision, PlanUpdateDue,
+    ProcessExit, ProcessInfo, State,
 };
 use super::{Status, plan};
 use crate::event::{Event, Message, Role};
@@ -70,6 +71,13 @@ impl State {
                 }
             }
             Event::ToolResult(t) => {
+                if self.pending.iter().any(|c| c.id == t.call_id && c.started) {
+                    self.checkpoint_due = Some(CheckpointDue {
+                        step: t.step,
+                        call_id: t.call_id.clone(),
+                        name: t.name.clone(),
+                    });
+                }
                 self.pending.retain(|c| c.id != t.call_id);
                 let msg = Message::tool(&t.call_id, &t.name, &t.content, t.is_error);
                 self.remember(&msg);
@@ -177,6 +185,20 @@ impl State {
             Event::RunFinished(f) => {
                 self.status = Status::Finished(f.status);
                 self.finished_reason.clone_from(&f.reason);
+            }
+            Event::WorkspaceCheckpoint(c) => {
+                self.checkpoint_due = None;
+                let mark = CheckpointMark {
+                    step: c.step,
+                    call_id: c.call_id.clone(),
+                    tree: c.tree.clone(),
+                    changed_count: c.changed_count.max(c.changed.len() as u64),
+                    oversized: c.oversized.len() as u64,
+                };
+                if self.keep_history {
+                    self.checkpoints.push(mark.clone());
+                }
+                self.last_checkpoint = Some(mark);
             }
         }
     }

@@ -161,6 +161,18 @@ pub struct State {
     /// Cleared by a compaction, which makes the count stale.
     #[serde(default)]
     pub last_request: Option<MeasuredRequest>,
+    /// The latest `workspace.checkpoint`.
+    #[serde(default)]
+    pub last_checkpoint: Option<CheckpointMark>,
+    /// The latest call that started and got its result, while no
+    /// checkpoint followed it: resume makes the missing checkpoint when the
+    /// call's tool can change files.
+    #[serde(default)]
+    pub checkpoint_due: Option<CheckpointDue>,
+    /// Every checkpoint, in order; kept only with `keep_history` (inspect,
+    /// export, fork).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checkpoints: Vec<CheckpointMark>,
 }
 
 /// A request's body length and the prompt tokens the server counted for it.
@@ -168,6 +180,25 @@ pub struct State {
 pub struct MeasuredRequest {
     pub bytes: u64,
     pub tokens: u64,
+}
+
+/// One `workspace.checkpoint`, as state keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckpointMark {
+    pub step: u64,
+    pub call_id: Option<String>,
+    pub tree: String,
+    pub changed_count: u64,
+    #[serde(default)]
+    pub oversized: u64,
+}
+
+/// A call whose checkpoint may be missing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckpointDue {
+    pub step: u64,
+    pub call_id: String,
+    pub name: String,
 }
 
 /// The `update_plan` call whose `plan.updated` record is missing.
@@ -243,6 +274,9 @@ impl Default for State {
             last_compaction: None,
             plan_update_due: None,
             last_request: None,
+            last_checkpoint: None,
+            checkpoint_due: None,
+            checkpoints: Vec::new(),
         }
     }
 }

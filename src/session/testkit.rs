@@ -20,6 +20,7 @@ pub fn run_started(plan_enabled: bool) -> Event {
             max_cost_usd: Some(1.5),
             max_format_errors: 3,
         },
+        forked_from: None,
         system_prompt: "you are an agent".into(),
         settings: RunSettings::default(),
     })

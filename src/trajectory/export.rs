@@ -15,7 +15,10 @@ use serde_json::{Value, json};
 /// [{`step`,`version`,`diff`}], `processes` [{`id`,`pid`,`command`,`step`,
 /// `env`,`start_time`,`output`,`exited`}], `tool_signature`, and, to let a
 /// resume carry on the same way, `provider`, `base_url`, `read_only`,
-/// `tools`, `settings` (never a secret), `status`, `compactions`, `resumes`.
+/// `tools`, `settings` (never a secret), `status`, `compactions`, `resumes`,
+/// `checkpoints` [{`step`,`call_id`,`tree`,`changed_count`,`oversized`}] (the
+/// workspace checkpoints, whose trees are in `<wal>.d/checkpoints.git`) and
+/// `forked_from`.
 ///
 /// `compaction.view` is the latest compaction's view (without the system
 /// prompt) and `messages_before` says after how many messages it happened,
@@ -90,6 +93,8 @@ pub fn export_v2(state: &State) -> Value {
         "plan": plan,
         "plan_history": plan_history,
         "processes": processes,
+        "checkpoints": state.checkpoints,
+        "forked_from": run.and_then(|r| r.forked_from.as_ref()),
         "tool_signature": signature,
         "status": status,
         "compactions": state.compactions,

@@ -101,6 +101,7 @@ pub fn import(text: &str) -> Result<Imported, TrajectoryError> {
         tools: optional(obj, "tools")?.unwrap_or_default(),
         mcp_tools: optional(obj, "mcp_tools")?.unwrap_or_default(),
         limits,
+        forked_from: None,
         system_prompt: system.content.clone(),
         settings: optional::<RunSettings>(obj, "settings")?.unwrap_or_default(),
     };

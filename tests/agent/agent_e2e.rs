@@ -4,7 +4,7 @@
 use crate::support::contract;
 use crate::support::e2e::{Sandbox, all_files, events, output, stderr};
 use crate::support::mock::{MockReply, MockServer};
-use serde_json::json;
+use serde_json::{Value, json};
 
 fn call(name: &str, args: serde_json::Value, i: u64) -> MockReply {
     MockReply::tool_call(name, args).with_usage(100 + i, 10 + i)
@@ -133,7 +133,24 @@ fn json_events_follow_the_records_in_order() {
     cmd.arg("--json");
     let out = output(cmd);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let evs = events(&out);
+    // Workspace checkpoints (section 10): the starting state's, then one
+    // right after each bash call's result; the rest is checked without them.
+    let all = events(&out);
+    let names: Vec<&str> = all.iter().map(|e| e["event"].as_str().unwrap()).collect();
+    let at: Vec<usize> = (0..names.len())
+        .filter(|&i| names[i] == "workspace.checkpoint")
+        .collect();
+    let expected = crate::support::require::checkpoints_expected();
+    assert_eq!(at.len(), if expected { 3 } else { 0 }, "{names:?}");
+    assert!(!expected || all[at[0]]["step"] == 0);
+    assert!(
+        at[1..].iter().all(|&i| names[i - 1] == "tool.finished"),
+        "{names:?}"
+    );
+    let evs: Vec<Value> = all
+        .into_iter()
+        .filter(|e| e["event"] != "workspace.checkpoint")
+        .collect();
     let names: Vec<&str> = evs.iter().map(|e| e["event"].as_str().unwrap()).collect();
     assert_eq!(
         names,
@@ -173,8 +190,9 @@ fn json_events_follow_the_records_in_order() {
         + evs[11]["tools_ms"].as_f64().unwrap()
         + evs[11]["overhead_ms"].as_f64().unwrap();
     assert!((wall - parts).abs() < 1e-6 * wall.max(1.0), "{}", evs[11]);
-    // run.started is appended before the loop; the loop wrote the rest.
-    assert_eq!(evs[11]["records"], 8);
+    // run.started and the starting checkpoint are written before the loop;
+    // the loop wrote the rest (eight, and the two bash calls' checkpoints).
+    assert_eq!(evs[11]["records"], if expected { 8 + 2 } else { 8 });
 }
 
 #[test]

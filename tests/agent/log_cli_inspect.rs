@@ -26,6 +26,7 @@ fn run_started() -> Event {
             max_steps: Some(10),
             ..Limits::default()
         },
+        forked_from: None,
         system_prompt: "sys".into(),
         settings: RunSettings::default(),
     })

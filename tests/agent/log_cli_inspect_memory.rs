@@ -57,6 +57,7 @@ fn write_log(path: &Path, steps: u64) -> u64 {
         tools: vec!["bash".into()],
         mcp_tools: Vec::new(),
         limits: Limits::default(),
+        forked_from: None,
         system_prompt: "sys".into(),
         settings: RunSettings::default(),
     })];

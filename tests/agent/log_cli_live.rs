@@ -24,6 +24,7 @@ fn started() -> Event {
         tools: vec!["read".into()],
         mcp_tools: Vec::new(),
         limits: Limits::default(),
+        forked_from: None,
         system_prompt: "sys".into(),
         settings: RunSettings::default(),
     })

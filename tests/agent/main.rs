@@ -9,6 +9,7 @@
 mod support;
 
 mod agent_e2e;
+mod checkpoints;
 mod cli_surface;
 mod compaction_e2e;
 mod compaction_resume_e2e;

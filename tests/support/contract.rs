@@ -117,6 +117,7 @@ fn required(kind: &str) -> &'static [&'static str] {
         "step.saved" => &["step", "usage_total", "cost_usd_total"],
         "resume" => &["interrupted", "lost_processes", "notice"],
         "run.finished" => &["status"],
+        "workspace.checkpoint" => &["step", "call_id", "tree", "changed"],
         _ => &[],
     }
 }
@@ -303,6 +304,25 @@ pub fn check_write_order(recs: &[Rec]) {
                 );
                 pending.remove(0);
                 started.retain(|(s, _)| *s != id);
+            }
+            "workspace.checkpoint" => {
+                let tree = r.data["tree"].as_str().unwrap_or("");
+                assert!(
+                    tree.len() == 40 && tree.bytes().all(|b| b.is_ascii_hexdigit()),
+                    "seq {}: checkpoint tree {tree:?} is not an object id",
+                    r.seq
+                );
+                assert!(r.data["changed"].is_array(), "seq {}: changed", r.seq);
+                // A call's checkpoint follows its result (section 10).
+                if let Some(id) = r.data["call_id"].as_str() {
+                    assert!(
+                        answered.contains(id),
+                        "seq {}: checkpoint of {id} before its result",
+                        r.seq
+                    );
+                } else {
+                    assert!(r.data["call_id"].is_null(), "seq {}: call_id", r.seq);
+                }
             }
             "step.saved" => {
                 assert!(

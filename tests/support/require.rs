@@ -19,6 +19,7 @@
 //!   here (`.ci/podman-host-setup` prepares the host).
 //! - `mcp`: node and the npm MCP servers `.ci/run` installs, found under
 //!   `TINYAGENT_MCP_DIR` (see [`mcp_server`]).
+//! - `git`: git 2.36 or newer (`core.fsync`), which workspace checkpoints use.
 
 use std::io::Write;
 use std::path::Path;
@@ -29,7 +30,7 @@ use tinyagent::tools::SandboxEnv;
 pub const VAR: &str = "TINYAGENT_REQUIRE";
 
 /// The prerequisites this module knows.
-pub const NAMES: &[&str] = &["strace", "bwrap", "root", "loop", "container", "mcp"];
+pub const NAMES: &[&str] = &["strace", "bwrap", "root", "loop", "container", "mcp", "git"];
 
 /// True when `TINYAGENT_REQUIRE` names `what`.
 pub fn is_required(what: &str) -> bool {
@@ -79,6 +80,36 @@ pub fn require<T>(what: &str, test: &str, check: Result<T, String>) -> Option<T>
             None
         }
     }
+}
+
+/// git 2.36 or newer is on `PATH` (what workspace checkpoints need).
+pub fn git() -> Result<(), String> {
+    let out = Command::new("git")
+        .arg("version")
+        .output()
+        .map_err(|e| format!("git is not installed ({e})"))?;
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let version: Vec<u32> = text
+        .split_whitespace()
+        .nth(2)
+        .unwrap_or("")
+        .split('.')
+        .take(2)
+        .filter_map(|p| p.parse().ok())
+        .collect();
+    match version.as_slice() {
+        [major, minor] if (*major, *minor) >= (2, 36) => Ok(()),
+        _ => Err(format!(
+            "git 2.36 or newer is needed, found {}",
+            text.trim()
+        )),
+    }
+}
+
+/// Whether checkpoints can be expected in a run's log here: git is there,
+/// or `TINYAGENT_REQUIRE` names it (then a missing git fails the test).
+pub fn checkpoints_expected() -> bool {
+    is_required("git") || git().is_ok()
 }
 
 /// strace runs here and may trace (ptrace allowed).

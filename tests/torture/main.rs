@@ -9,6 +9,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod checkpoint_kill;
 mod store_open;
 mod store_snapshot;
 mod sync_points;

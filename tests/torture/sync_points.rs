@@ -81,6 +81,8 @@ fn a_step_of_n_calls_costs_at_most_n_plus_one_syncs_and_no_command_runs_before_i
     let mut step_saved_written = false;
     let mut unsynced_started: Vec<String> = Vec::new();
     let mut execs_before_sync = Vec::new();
+    let mut checkpoint_records = 0;
+    let mut lone_checkpoints: Vec<String> = Vec::new();
     // From the log's open on: the same fd number may have named another
     // file before (one the run wrote and synced before its log).
     let opened = trace
@@ -89,6 +91,18 @@ fn a_step_of_n_calls_costs_at_most_n_plus_one_syncs_and_no_command_runs_before_i
         .unwrap_or(0);
     for line in trace.lines().skip(opened) {
         if on_log(line, "write") {
+            let checkpoints = line
+                .matches("\\\"type\\\":\\\"workspace.checkpoint\\\"")
+                .count();
+            checkpoint_records += checkpoints;
+            // A checkpoint never costs a write (or a sync) of its own: it
+            // goes with its call's result, or the start's with run.started.
+            if checkpoints > 0
+                && !line.contains("\\\"type\\\":\\\"tool.result\\\"")
+                && !line.contains("\\\"type\\\":\\\"run.started\\\"")
+            {
+                lone_checkpoints.push(line.to_string());
+            }
             if line.contains("\\\"type\\\":\\\"tool.started\\\"") {
                 unsynced_started.push(line.to_string());
             }
@@ -114,6 +128,15 @@ fn a_step_of_n_calls_costs_at_most_n_plus_one_syncs_and_no_command_runs_before_i
             execs_before_sync.push(line.to_string());
         }
     }
+    // The starting state, then one after each of the six bash calls.
+    assert_eq!(
+        checkpoint_records, 7,
+        "workspace.checkpoint records written"
+    );
+    assert!(
+        lone_checkpoints.is_empty(),
+        "checkpoints written on their own: {lone_checkpoints:?}"
+    );
     assert!(
         execs_before_sync.is_empty(),
         "commands exec'd before their tool.started was synced: {execs_before_sync:?}"

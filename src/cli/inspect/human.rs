@@ -280,12 +280,51 @@ fn processes(r: &Report, out: &mut dyn Write) -> io::Result<()> {
     Ok(())
 }
 
+fn checkpoints(r: &Report, out: &mut dyn Write) -> io::Result<()> {
+    let c = &r.checkpoints;
+    if let Some(f) = &r.forked_from {
+        writeln!(
+            out,
+            "\nforked from run {} at step {} (seq {})",
+            f.run_id, f.step, f.seq
+        )?;
+    }
+    if c.count == 0 {
+        return Ok(());
+    }
+    writeln!(out, "\ncheckpoints ({}) in {}", c.count, c.store)?;
+    writeln!(
+        out,
+        "  {:>5}  {:<20}  {:<12}  CHANGED",
+        "STEP", "CALL", "TREE"
+    )?;
+    for step in &c.steps {
+        for m in &step.checkpoints {
+            let oversized = if m.oversized > 0 {
+                format!(" ({} over the size cap)", m.oversized)
+            } else {
+                String::new()
+            };
+            writeln!(
+                out,
+                "  {:>5}  {:<20}  {:<12}  {}{oversized}",
+                step.step,
+                m.call_id.as_deref().unwrap_or("-"),
+                &m.tree[..m.tree.len().min(12)],
+                m.changed_count
+            )?;
+        }
+    }
+    Ok(())
+}
+
 /// Writes the whole human report.
 pub fn render(r: &Report, out: &mut dyn Write) -> io::Result<()> {
     header(r, out)?;
     pending(r, out)?;
     plan(r, out)?;
-    processes(r, out)
+    processes(r, out)?;
+    checkpoints(r, out)
 }
 
 #[cfg(test)]

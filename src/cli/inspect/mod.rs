@@ -188,6 +188,11 @@ pub struct Report {
     pub hooks: HooksJson,
     pub resumes: u64,
     pub limits: Limits,
+    /// Workspace checkpoints: how many, and the latest
+    /// [`Summary::MAX_CHECKPOINTS`] of them grouped by step.
+    pub checkpoints: CheckpointsJson,
+    /// `run.started`'s `forked_from`, when the run is a fork.
+    pub forked_from: Option<crate::event::ForkedFrom>,
     /// What the reader noticed beside the log (a damaged snapshot, ...).
     pub warnings: Vec<String>,
     /// The workspace the run works in.
@@ -227,6 +232,22 @@ pub fn container_state(c: &mut ContainerJson) {
     };
 }
 
+/// The checkpoints of a log (section 10).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct CheckpointsJson {
+    pub count: u64,
+    /// The store (`<wal>.d/checkpoints.git`).
+    pub store: String,
+    pub steps: Vec<StepCheckpoints>,
+}
+
+/// The checkpoints taken in one step, in order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StepCheckpoints {
+    pub step: u64,
+    pub checkpoints: Vec<crate::session::CheckpointMark>,
+}
+
 /// The fold `inspect` reads a log with: what the report shows, in memory
 /// that does not grow with the log.
 ///
@@ -246,6 +267,16 @@ pub struct Summary {
     /// decision measured it (0 when the log does not say).
     #[serde(default)]
     pub context_tokens: u64,
+    /// The latest checkpoints (at most [`Summary::MAX_CHECKPOINTS`]).
+    #[serde(default)]
+    pub checkpoints: std::collections::VecDeque<crate::session::CheckpointMark>,
+    #[serde(default)]
+    pub checkpoint_count: u64,
+}
+
+impl Summary {
+    /// How many checkpoints the report lists (the count covers all).
+    pub const MAX_CHECKPOINTS: usize = 10_000;
 }
 
 #[cfg(test)]
@@ -257,6 +288,8 @@ impl Summary {
             messages: state.messages.len(),
             plan_versions: state.plan_history.len() as u64,
             context_tokens: 0,
+            checkpoints: state.checkpoints.iter().cloned().collect(),
+            checkpoint_count: state.checkpoints.len() as u64,
         }
     }
 }
@@ -268,6 +301,8 @@ impl Default for Summary {
             messages: 0,
             plan_versions: 0,
             context_tokens: 0,
+            checkpoints: std::collections::VecDeque::new(),
+            checkpoint_count: 0,
         }
     }
 }
@@ -285,6 +320,15 @@ impl tinyagent_store::Fold<Event> for Summary {
             Event::ToolResult(_) => self.messages += 1,
             Event::Resume(r) => self.messages += 1 + usize::from(r.message.is_some()),
             Event::PlanUpdated(_) => self.plan_versions += 1,
+            Event::WorkspaceCheckpoint(_) => {
+                if let Some(mark) = &self.state.last_checkpoint {
+                    if self.checkpoints.len() == Self::MAX_CHECKPOINTS {
+                        self.checkpoints.pop_front();
+                    }
+                    self.checkpoints.push_back(mark.clone());
+                    self.checkpoint_count += 1;
+                }
+            }
             _ => {}
         }
         // Keep the system prompt: a compaction without `run.started` takes it
@@ -369,6 +413,12 @@ impl Report {
             last_write_at: None,
             duration_s: None,
             live: false,
+            checkpoints: CheckpointsJson {
+                count: summary.checkpoint_count,
+                store: crate::checkpoint::store_dir(path).display().to_string(),
+                steps: by_step(&summary.checkpoints),
+            },
+            forked_from: run.and_then(|r| r.forked_from.clone()),
             warnings: Vec::new(),
             container: run.and_then(|r| {
                 Some(ContainerJson {
@@ -380,6 +430,23 @@ impl Report {
             }),
         }
     }
+}
+
+/// Checkpoints grouped by step, in log order.
+fn by_step<'a>(
+    marks: impl IntoIterator<Item = &'a crate::session::CheckpointMark>,
+) -> Vec<StepCheckpoints> {
+    let mut steps: Vec<StepCheckpoints> = Vec::new();
+    for m in marks {
+        match steps.last_mut() {
+            Some(s) if s.step == m.step => s.checkpoints.push(m.clone()),
+            _ => steps.push(StepCheckpoints {
+                step: m.step,
+                checkpoints: vec![m.clone()],
+            }),
+        }
+    }
+    steps
 }
 
 /// Why a file could not be read as a log at all.

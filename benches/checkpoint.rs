@@ -1,0 +1,235 @@
+//! Criterion benchmarks of workspace checkpoints (`cargo bench --bench
+//! checkpoint`):
+//!
+//! - `checkpoint/one_changed_of_<n>`: a checkpoint of a workspace of 10,000
+//!   files (100 directories of 100) after one file changed, against
+//!   `checkpoint/fdatasync_4k`: one 4 KiB append and fdatasync on the same
+//!   file system, measured in the same run. The ratio of their medians is
+//!   printed after the group (goal: at most 5).
+//! - `store growth` (printed, not criterion): a 5 MB file left unchanged
+//!   while a small file changes, over 100 checkpoints: how much the store
+//!   grows (goal: the big file stored once).
+//! - `fork/<records>`: `tinyagent fork` of a 100,000-record log (the fork's
+//!   log written and synced, its store copied from a store of 100 files).
+//!
+//! Under `cargo test --benches` (no `--bench` argument) every size shrinks so
+//! the check takes seconds. Scratch files go to cargo's target tmp dir, on the
+//! project's file system (fsync must be real).
+
+use criterion::{BenchmarkId, Criterion, SamplingMode};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use tinyagent::bench::run::SyntheticRun;
+use tinyagent::bench::summarize;
+use tinyagent::checkpoint::Checkpointer;
+use tinyagent::tools::protected::Protected;
+
+struct Sizes {
+    dirs: usize,
+    files_per_dir: usize,
+    growth_steps: usize,
+    big_file: usize,
+    fork_records: u64,
+    ratio_samples: usize,
+}
+
+impl Sizes {
+    fn new(quick: bool) -> Sizes {
+        if quick {
+            Sizes {
+                dirs: 10,
+                files_per_dir: 10,
+                growth_steps: 5,
+                big_file: 100_000,
+                fork_records: 1_000,
+                ratio_samples: 5,
+            }
+        } else {
+            Sizes {
+                dirs: 100,
+                files_per_dir: 100,
+                growth_steps: 100,
+                big_file: 5_000_000,
+                fork_records: 100_000,
+                ratio_samples: 41,
+            }
+        }
+    }
+}
+
+fn scratch() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("checkpoint-bench-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .expect("scratch dir")
+}
+
+/// A workspace of `dirs` x `per_dir` small files.
+fn workspace(root: &Path, dirs: usize, per_dir: usize) -> PathBuf {
+    let ws = root.join("ws");
+    for d in 0..dirs {
+        let dir = ws.join(format!("d{d:03}"));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        for f in 0..per_dir {
+            std::fs::write(
+                dir.join(format!("f{f:03}.rs")),
+                format!("// file {d} {f}\nfn f{f}() -> u32 {{ {d} }}\n"),
+            )
+            .expect("write");
+        }
+    }
+    ws
+}
+
+/// Dirs of a store: its size in bytes (file lengths).
+fn size_of(dir: &Path) -> u64 {
+    let mut total = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let m = e.metadata().expect("stat");
+            if m.is_dir() {
+                stack.push(e.path());
+            } else {
+                total += m.len();
+            }
+        }
+    }
+    total
+}
+
+fn checkpoint_cost(c: &mut Criterion, sizes: &Sizes, root: &Path) {
+    let ws = workspace(root, sizes.dirs, sizes.files_per_dir);
+    let files = sizes.dirs * sizes.files_per_dir;
+    let wal = root.join("cost.wal");
+    let mut cp = Checkpointer::new(&wal, &ws, Protected::none());
+    let mut prev = cp.take(None).expect("first checkpoint").tree;
+    let target = ws.join("d000/f000.rs");
+    let mut n = 0u64;
+    let mut one = |cp: &mut Checkpointer, prev: &mut String| {
+        n += 1;
+        std::fs::write(&target, format!("// changed {n}\n")).expect("change");
+        let t = cp.take(Some(prev)).expect("checkpoint");
+        assert_eq!(t.changed_count, 1, "{:?}", t.changed);
+        *prev = t.tree;
+    };
+    let log = root.join("sync.bin");
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log)
+        .expect("sync file");
+    let block = vec![b'x'; 4096];
+    let sync = |f: &mut std::fs::File| {
+        f.write_all(&block).expect("append");
+        f.sync_data().expect("fdatasync");
+    };
+    let mut group = c.benchmark_group("checkpoint");
+    group.sampling_mode(SamplingMode::Flat);
+    group.bench_function(BenchmarkId::new("one_changed_of", files), |b| {
+        b.iter(|| one(&mut cp, &mut prev));
+    });
+    group.bench_function("fdatasync_4k", |b| b.iter(|| sync(&mut f)));
+    group.finish();
+    // The ratio from interleaved samples of both (the same noise for each).
+    let (mut cps, mut syncs) = (Vec::new(), Vec::new());
+    for _ in 0..sizes.ratio_samples {
+        let t = Instant::now();
+        one(&mut cp, &mut prev);
+        cps.push(t.elapsed().as_secs_f64() * 1e6);
+        let t = Instant::now();
+        sync(&mut f);
+        syncs.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    let (a, b) = (summarize(&cps), summarize(&syncs));
+    println!(
+        "checkpoint of {files} files, one changed: median {:.0} us (p90 {:.0}); one 4 KiB fdatasync: median {:.0} us (p90 {:.0}); ratio of medians {:.2} (goal <= 5)",
+        a.median_us,
+        a.p90_us,
+        b.median_us,
+        b.p90_us,
+        a.median_us / b.median_us.max(1e-9)
+    );
+}
+
+fn store_growth(sizes: &Sizes, root: &Path) {
+    let ws = root.join("growth-ws");
+    std::fs::create_dir_all(&ws).expect("mkdir");
+    let mut rng = fastrand::Rng::with_seed(7);
+    let big: Vec<u8> = (0..sizes.big_file).map(|_| rng.u8(..)).collect();
+    std::fs::write(ws.join("big.bin"), &big).expect("big file");
+    let wal = root.join("growth.wal");
+    let mut cp = Checkpointer::new(&wal, &ws, Protected::none());
+    let mut prev = cp.take(None).expect("first").tree;
+    let store = tinyagent::checkpoint::store_dir(&wal);
+    let after_first = size_of(&store);
+    for step in 0..sizes.growth_steps {
+        std::fs::write(ws.join("notes.txt"), format!("step {step}\n")).expect("notes");
+        prev = cp.take(Some(&prev)).expect("checkpoint").tree;
+    }
+    let after = size_of(&store);
+    println!(
+        "store growth: a {} byte incompressible file unchanged over {} checkpoints (a small file changing each time): store {} bytes after the first, {} after the last (+{} bytes, {:.1} bytes per checkpoint); the big file is stored once",
+        sizes.big_file,
+        sizes.growth_steps,
+        after_first,
+        after,
+        after - after_first,
+        (after - after_first) as f64 / sizes.growth_steps as f64
+    );
+    assert!(
+        after - after_first < sizes.big_file as u64 / 2,
+        "the unchanged file was stored again"
+    );
+}
+
+fn fork_time(c: &mut Criterion, sizes: &Sizes, root: &Path) {
+    let wal = root.join("fork-src.wal");
+    let run = SyntheticRun::compacting(2 + sizes.fork_records.saturating_sub(1) / 2, 200, 50);
+    std::fs::write(&wal, run.log_bytes().expect("framing")).expect("log");
+    let loaded = tinyagent::store::load(&wal).expect("load");
+    let at = loaded.state.saved_step;
+    let records = loaded.state.records;
+    // A store for the fork to copy: a checkpoint of 100 files.
+    let ws = workspace(&root.join("fork-ws"), 10, 10);
+    Checkpointer::new(&wal, &ws, Protected::none())
+        .take(None)
+        .expect("checkpoint");
+    let mut group = c.benchmark_group("fork");
+    group.sampling_mode(SamplingMode::Flat);
+    let mut n = 0u64;
+    group.bench_function(BenchmarkId::new("records", records), |b| {
+        b.iter(|| {
+            n += 1;
+            let out = root.join(format!("fork-{n}.wal"));
+            let args = tinyagent::cli::args::ForkArgs {
+                wal: wal.clone(),
+                at,
+                output: Some(out.clone()),
+                restore: false,
+            };
+            tinyagent::cli::fork::make_fork(&args).expect("fork");
+            let _ = std::fs::remove_file(&out);
+            let mut d = out.into_os_string();
+            d.push(".d");
+            let _ = std::fs::remove_dir_all(PathBuf::from(d));
+        });
+    });
+    group.finish();
+}
+
+fn main() {
+    let quick = !std::env::args().any(|a| a == "--bench");
+    let sizes = Sizes::new(quick);
+    let dir = scratch();
+    let mut c = Criterion::default()
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(3))
+        .warm_up_time(Duration::from_millis(300))
+        .configure_from_args();
+    checkpoint_cost(&mut c, &sizes, dir.path());
+    fork_time(&mut c, &sizes, dir.path());
+    c.final_summary();
+    store_growth(&sizes, dir.path());
+}
