@@ -1,8 +1,12 @@
 //! The agent's own time per step (`cargo bench --bench step`): real runs of
 //! the binary against a loopback OpenAI-compatible server that answers at
-//! once. A run reports (event `run.stats` in `--json`) its wall time, the
-//! time spent waiting for the model, in tools and in fdatasync; the agent's
-//! own time is the wall time minus the model's and the tools'.
+//! once. A run reports (event `run.stats` in `--json`) its wall time and the
+//! time spent in tools and in fdatasync; the server measures the time it
+//! spent answering. The agent's own time is the wall time minus the tools'
+//! and the server's: building and sending the request, reading the reply,
+//! the log, events. (`run.stats`' own `overhead_ms` counts the whole model
+//! request, serialization and HTTP client included, as the model's; the
+//! summary prints it too.)
 //!
 //! - `step_100k/*` and `step_400k/*`: steps of one `read` of a 500-byte file
 //!   at a model view held near 100 KB and near 400 KB. Each measured run
@@ -17,7 +21,7 @@
 //! - `read_only_calls/*`: three `grep`s over a 12 MB tree, asked for in one
 //!   response (`one_step`: they run at once where the binary supports it)
 //!   and one per step (`three_steps`); the time is the wall time minus the
-//!   model's, per three calls.
+//!   server's, per three calls.
 //!
 //! After the groups, a summary pass makes seven rounds, each measuring the
 //! raw fdatasync and both views in the same minute, and prints the medians
@@ -81,7 +85,10 @@ fn workspace(quick: bool) -> tempfile::TempDir {
 #[derive(Debug, Clone, Copy, Default)]
 struct Stats {
     wall: f64,
-    model: f64,
+    tools: f64,
+    /// The server's time answering.
+    server: f64,
+    /// `overhead_ms`: wall minus model (the whole request) minus tools.
     overhead: f64,
     fsync: f64,
     /// Size of the last request body the server received, in bytes.
@@ -126,7 +133,8 @@ fn run(ws: &Path, replies: Vec<MockReply>) -> Stats {
     let f = |k: &str| v[k].as_f64().unwrap_or(0.0);
     Stats {
         wall: f("wall_ms"),
-        model: f("model_ms"),
+        tools: f("tools_ms"),
+        server: server.busy().as_secs_f64() * 1000.0,
         overhead: f("overhead_ms"),
         fsync: f("fsync_ms"),
         last_request,
@@ -144,24 +152,42 @@ fn step_run(ws: &Path, fills: usize, small: u64) -> Stats {
     run(ws, replies)
 }
 
-/// The agent's own time per small step at a view held by `fills` fill
-/// reads, over `runs` measured runs: (with fdatasync, without), in ms, and
-/// the mean request size of the measured runs' last requests.
-fn per_small_step(ws: &Path, fills: usize, runs: u64, small: u64) -> (f64, f64, usize) {
+impl Stats {
+    /// The agent's own time: wall minus tools minus the server.
+    fn own(&self) -> f64 {
+        self.wall - self.tools - self.server
+    }
+}
+
+/// Per small step, in ms: the agent's own time with and without the time in
+/// fdatasync, `run.stats`' overhead, and the mean size of the last request.
+#[derive(Debug, Clone, Copy, Default)]
+struct PerStep {
+    with: f64,
+    without: f64,
+    overhead: f64,
+    last_request: usize,
+}
+
+/// [`PerStep`] at a view held by `fills` fill reads, over `runs` measured
+/// runs of `small` steps, less a run of the fill steps alone.
+fn per_small_step(ws: &Path, fills: usize, runs: u64, small: u64) -> PerStep {
     let base = step_run(ws, fills, 0);
-    let (mut with, mut without, mut size) = (0.0, 0.0, 0);
+    let mut sum = PerStep::default();
     for _ in 0..runs {
         let s = step_run(ws, fills, small);
-        with += s.overhead - base.overhead;
-        without += (s.overhead - s.fsync) - (base.overhead - base.fsync);
-        size += s.last_request;
+        sum.with += s.own() - base.own();
+        sum.without += (s.own() - s.fsync) - (base.own() - base.fsync);
+        sum.overhead += s.overhead - base.overhead;
+        sum.last_request += s.last_request;
     }
     let steps = (runs * small) as f64;
-    (
-        (with / steps).max(0.0),
-        (without / steps).max(0.0),
-        size / runs.max(1) as usize,
-    )
+    PerStep {
+        with: (sum.with / steps).max(0.0),
+        without: (sum.without / steps).max(0.0),
+        overhead: (sum.overhead / steps).max(0.0),
+        last_request: sum.last_request / runs.max(1) as usize,
+    }
 }
 
 /// One appending write of a 1 KB line and fdatasync, `n` times; the
@@ -209,13 +235,13 @@ fn step_groups(c: &mut Criterion, ws: &Path, small: u64) {
         g.bench_function("with_fdatasync", |b| {
             b.iter_custom(|iters| {
                 let runs = iters.div_ceil(small);
-                ms(per_small_step(ws, fills, runs, small).0 * iters as f64)
+                ms(per_small_step(ws, fills, runs, small).with * iters as f64)
             })
         });
         g.bench_function("without_fdatasync", |b| {
             b.iter_custom(|iters| {
                 let runs = iters.div_ceil(small);
-                ms(per_small_step(ws, fills, runs, small).1 * iters as f64)
+                ms(per_small_step(ws, fills, runs, small).without * iters as f64)
             })
         });
         g.finish();
@@ -229,8 +255,8 @@ fn greps() -> Vec<(&'static str, Value)> {
         .collect()
 }
 
-/// Wall time minus model time per three grep calls, with `steps` steps of
-/// three calls at once (`together`) or `3 * steps` steps of one.
+/// Wall time minus the server's per three grep calls, with `steps` steps
+/// of three calls at once (`together`) or `3 * steps` steps of one.
 fn grep_run(ws: &Path, steps: u64, together: bool) -> f64 {
     let replies: Vec<MockReply> = if together {
         (0..steps).map(|_| MockReply::tool_calls(greps())).collect()
@@ -240,7 +266,7 @@ fn grep_run(ws: &Path, steps: u64, together: bool) -> f64 {
             .collect()
     };
     let s = run(ws, replies);
-    (s.wall - s.model) / steps as f64
+    (s.wall - s.server) / steps as f64
 }
 
 fn read_only_group(c: &mut Criterion, ws: &Path, steps: u64) {
@@ -259,52 +285,52 @@ fn read_only_group(c: &mut Criterion, ws: &Path, steps: u64) {
     g.finish();
 }
 
-/// Seven rounds; each measures the raw fdatasync (median of 50), then one
-/// measured run at each view, then one grep run of each kind; prints the
-/// medians of the rounds.
+/// `rounds` rounds; each measures the raw fdatasync (median of 50), then
+/// one measured run at each view, then one grep run of each kind; prints
+/// the medians of the rounds.
 fn summary(ws: &Path, rounds: usize, small: u64) {
-    let mut cols: Vec<Vec<f64>> = vec![Vec::new(); 9];
-    let mut sizes = [0usize; 2];
+    let mut raw = Vec::new();
+    let mut views: [Vec<PerStep>; 2] = [Vec::new(), Vec::new()];
+    let (mut together, mut apart) = (Vec::new(), Vec::new());
     for _ in 0..rounds {
-        let mut raw: Vec<f64> = raw_fdatasync(ws, 50)
+        let mut r: Vec<f64> = raw_fdatasync(ws, 50)
             .iter()
             .map(|d| d.as_secs_f64() * 1000.0)
             .collect();
-        let raw = median(&mut raw);
-        cols[0].push(raw);
+        raw.push(median(&mut r));
         for (k, fills) in [1usize, 5].into_iter().enumerate() {
-            let (with, without, size) = per_small_step(ws, fills, 1, small);
-            cols[1 + 3 * k].push(with);
-            cols[2 + 3 * k].push(with / raw);
-            cols[3 + 3 * k].push(without);
-            sizes[k] = size;
+            views[k].push(per_small_step(ws, fills, 1, small));
         }
-        let together = grep_run(ws, 5, true);
-        let apart = grep_run(ws, 5, false);
-        cols[7].push(together);
-        cols[8].push(apart);
+        together.push(grep_run(ws, 5, true));
+        apart.push(grep_run(ws, 5, false));
     }
-    let m: Vec<f64> = cols.iter_mut().map(|c| median(c)).collect();
     println!(
         "step summary, {} ({rounds} rounds, medians):",
         binary().display()
     );
-    println!("  raw fdatasync (1 KB append)   {:.3} ms", m[0]);
+    println!(
+        "  raw fdatasync (1 KB append)   {:.3} ms",
+        median(&mut raw.clone())
+    );
     for (k, name) in ["100k", "400k"].iter().enumerate() {
+        let col = |f: &dyn Fn(usize, &PerStep) -> f64| {
+            let mut v: Vec<f64> = views[k].iter().enumerate().map(|(i, p)| f(i, p)).collect();
+            median(&mut v)
+        };
         println!(
-            "  view {name} (last request {} bytes): with fdatasync {:.3} ms/step = {:.2}x raw, \
-             without {:.3} ms/step",
-            sizes[k],
-            m[1 + 3 * k],
-            m[2 + 3 * k],
-            m[3 + 3 * k]
+            "  view {name} (last request {} bytes): own time with fdatasync {:.3} ms/step \
+             = {:.2}x raw, without {:.3} ms/step; run.stats overhead {:.3} ms/step",
+            views[k].last().map_or(0, |p| p.last_request),
+            col(&|_, p| p.with),
+            col(&|i, p| p.with / raw[i]),
+            col(&|_, p| p.without),
+            col(&|_, p| p.overhead),
         );
     }
+    let (t, a) = (median(&mut together), median(&mut apart));
     println!(
-        "  3 greps: in one step {:.2} ms, one per step {:.2} ms ({:.2}x)",
-        m[7],
-        m[8],
-        if m[7] > 0.0 { m[8] / m[7] } else { 0.0 }
+        "  3 greps: in one step {t:.2} ms, one per step {a:.2} ms ({:.2}x)",
+        if t > 0.0 { a / t } else { 0.0 }
     );
 }
 
