@@ -38,6 +38,7 @@ mod http;
 mod openai;
 mod script;
 mod sse;
+mod wire;
 
 pub use anthropic::AnthropicProvider;
 pub use error::ModelError;
