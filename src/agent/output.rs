@@ -12,6 +12,7 @@
 use crate::event::Event;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Value, json};
+use std::cell::RefCell;
 use std::io::Write;
 use std::time::Duration;
 
@@ -22,6 +23,8 @@ pub struct Output {
     streamed: bool,
     /// The step the model is answering (for the streamed text's header).
     step: u64,
+    /// `--json` lines held back to go out in one write (see [`Output::hold`]).
+    held: RefCell<Option<Vec<u8>>>,
 }
 
 /// `s` on one line (newlines shown as `⏎`), cut to `max` characters.
@@ -57,6 +60,28 @@ impl Output {
             spinner: None,
             streamed: false,
             step: 0,
+            held: RefCell::new(None),
+        }
+    }
+
+    /// Holds `--json` lines back until [`Output::release`], which writes
+    /// them in one `write`: the events of one sync point go out together
+    /// (each a write of its own would wake whoever reads them once per
+    /// line). Only events about durable records are held, and only for as
+    /// long as it takes to format them.
+    pub fn hold(&self) {
+        if self.json {
+            *self.held.borrow_mut() = Some(Vec::new());
+        }
+    }
+
+    /// Writes what [`Output::hold`] held, best effort.
+    pub fn release(&self) {
+        let held = self.held.borrow_mut().take();
+        if let Some(lines) = held.filter(|l| !l.is_empty()) {
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(&lines);
+            let _ = out.flush();
         }
     }
 
@@ -69,6 +94,10 @@ impl Output {
             map.insert("event".into(), Value::String(name.into()));
         } else {
             body = json!({ "event": name, "data": body });
+        }
+        if let Some(lines) = self.held.borrow_mut().as_mut() {
+            let _ = writeln!(lines, "{body}");
+            return;
         }
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{body}");
@@ -245,8 +274,8 @@ fn indent(s: &str) -> String {
 /// The `--json` event for a record: the record's data plus `event` and `seq`.
 /// `tool.result` is reported as `tool.finished`.
 pub fn json_event(seq: u64, event: &Event) -> Option<(&'static str, Value)> {
-    let v = serde_json::to_value(event).ok()?;
-    let mut data = v.get("data").cloned().unwrap_or(Value::Null);
+    let mut v = serde_json::to_value(event).ok()?;
+    let mut data = v.get_mut("data").map(Value::take).unwrap_or(Value::Null);
     let name = match event {
         Event::ToolResult(_) => "tool.finished",
         Event::ModelResponse(r) => {
