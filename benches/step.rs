@@ -25,7 +25,10 @@
 //!
 //! After the groups, a summary pass makes seven rounds, each measuring the
 //! raw fdatasync and both views in the same minute, and prints the medians
-//! of the per-round values and ratios (what docs/performance.md quotes).
+//! of the per-round values and ratios (what docs/performance.md quotes),
+//! with the agent process's CPU time per step (getrusage of the finished
+//! run: all its threads, kernel time included), which the neighbours on a
+//! shared machine disturb far less than wall time.
 //!
 //! `TINYAGENT_BENCH_BIN` runs another build of the binary (an older commit,
 //! for before/after numbers); the default is the one cargo built. Scratch
@@ -91,6 +94,8 @@ struct Stats {
     /// `overhead_ms`: wall minus model (the whole request) minus tools.
     overhead: f64,
     fsync: f64,
+    /// The run's CPU time (user and system, all its threads).
+    cpu: f64,
     /// Size of the last request body the server received, in bytes.
     last_request: usize,
 }
@@ -100,6 +105,7 @@ fn run(ws: &Path, replies: Vec<MockReply>) -> Stats {
     let server = MockServer::start(replies);
     let wal = ws.join("run.wal");
     let _ = std::fs::remove_file(&wal);
+    let cpu_before = children_cpu_ms();
     let out = Command::new(binary())
         .args([
             "run",
@@ -118,6 +124,7 @@ fn run(ws: &Path, replies: Vec<MockReply>) -> Stats {
         .stdin(Stdio::null())
         .output()
         .expect("run tinyagent");
+    let cpu = children_cpu_ms() - cpu_before;
     assert!(
         out.status.success(),
         "{}",
@@ -137,8 +144,17 @@ fn run(ws: &Path, replies: Vec<MockReply>) -> Stats {
         server: server.busy().as_secs_f64() * 1000.0,
         overhead: f("overhead_ms"),
         fsync: f("fsync_ms"),
+        cpu,
         last_request,
     }
+}
+
+/// CPU time of every child this process has waited for, in ms.
+fn children_cpu_ms() -> f64 {
+    use nix::sys::resource::{UsageWho, getrusage};
+    let u = getrusage(UsageWho::RUSAGE_CHILDREN).expect("getrusage");
+    let ms = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 * 1000.0 + t.tv_usec() as f64 / 1000.0;
+    ms(u.user_time()) + ms(u.system_time())
 }
 
 fn read(path: &str) -> MockReply {
@@ -166,6 +182,8 @@ struct PerStep {
     with: f64,
     without: f64,
     overhead: f64,
+    /// CPU time of the agent process (all threads, kernel included).
+    cpu: f64,
     last_request: usize,
 }
 
@@ -179,6 +197,7 @@ fn per_small_step(ws: &Path, fills: usize, runs: u64, small: u64) -> PerStep {
         sum.with += s.own() - base.own();
         sum.without += (s.own() - s.fsync) - (base.own() - base.fsync);
         sum.overhead += s.overhead - base.overhead;
+        sum.cpu += s.cpu - base.cpu;
         sum.last_request += s.last_request;
     }
     let steps = (runs * small) as f64;
@@ -186,6 +205,7 @@ fn per_small_step(ws: &Path, fills: usize, runs: u64, small: u64) -> PerStep {
         with: (sum.with / steps).max(0.0),
         without: (sum.without / steps).max(0.0),
         overhead: (sum.overhead / steps).max(0.0),
+        cpu: (sum.cpu / steps).max(0.0),
         last_request: sum.last_request / runs.max(1) as usize,
     }
 }
@@ -319,12 +339,14 @@ fn summary(ws: &Path, rounds: usize, small: u64) {
         };
         println!(
             "  view {name} (last request {} bytes): own time with fdatasync {:.3} ms/step \
-             = {:.2}x raw, without {:.3} ms/step; run.stats overhead {:.3} ms/step",
+             = {:.2}x raw, without {:.3} ms/step; run.stats overhead {:.3} ms/step; \
+             CPU {:.3} ms/step",
             views[k].last().map_or(0, |p| p.last_request),
             col(&|_, p| p.with),
             col(&|i, p| p.with / raw[i]),
             col(&|_, p| p.without),
             col(&|_, p| p.overhead),
+            col(&|_, p| p.cpu),
         );
     }
     let (t, a) = (median(&mut together), median(&mut apart));
