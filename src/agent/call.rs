@@ -411,6 +411,7 @@ impl Launch for CallLauncher<'_> {
         let mut out = self.out.borrow_mut();
         let mut after = self.after_sync.borrow_mut();
         let mut waiting = after.drain(..).peekable();
+        out.hold();
         for (seq, event) in &flushed {
             out.record(*seq, event);
             if matches!(event, Event::PlanUpdated(_)) {
@@ -423,6 +424,7 @@ impl Launch for CallLauncher<'_> {
         for (_, name, body) in waiting {
             out.event(&name, body);
         }
+        out.release();
         Ok(())
     }
 }

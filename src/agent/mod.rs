@@ -220,6 +220,7 @@ impl Agent {
         let mut last = 0;
         let mut plan_changed = false;
         let mut waiting = std::mem::take(&mut self.after_sync).into_iter().peekable();
+        self.out.hold();
         for (seq, event) in &flushed {
             self.out.record(*seq, event);
             plan_changed |= matches!(event, Event::PlanUpdated(_));
@@ -231,6 +232,7 @@ impl Agent {
         for (_, name, body) in waiting {
             self.out.event(&name, body);
         }
+        self.out.release();
         if plan_changed {
             self.write_plan_file();
         }

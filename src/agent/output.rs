@@ -12,6 +12,7 @@
 use crate::event::Event;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Value, json};
+use std::cell::RefCell;
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
@@ -25,6 +26,8 @@ pub struct Output {
     /// Model text is shown as it streams in (`--stream`); otherwise it is
     /// shown with its record (a final answer on stdout).
     live_text: bool,
+    /// `--json` lines held back to go out in one write (see [`Output::hold`]).
+    held: RefCell<Option<Vec<u8>>>,
 }
 
 /// `s` on one line (newlines shown as `⏎`), cut to `max` characters.
@@ -61,12 +64,34 @@ impl Output {
             streamed: false,
             step: 0,
             live_text: false,
+            held: RefCell::new(None),
         }
     }
 
     /// Shows model text as it streams in (see [`Output::text`]).
     pub fn set_live_text(&mut self, on: bool) {
         self.live_text = on;
+    }
+
+    /// Holds `--json` lines back until [`Output::release`], which writes
+    /// them in one `write`: the events of one sync point go out together
+    /// (each a write of its own would wake whoever reads them once per
+    /// line). Only events about durable records are held, and only for as
+    /// long as it takes to format them.
+    pub fn hold(&self) {
+        if self.json {
+            *self.held.borrow_mut() = Some(Vec::new());
+        }
+    }
+
+    /// Writes what [`Output::hold`] held, best effort.
+    pub fn release(&self) {
+        let held = self.held.borrow_mut().take();
+        if let Some(lines) = held.filter(|l| !l.is_empty()) {
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(&lines);
+            let _ = out.flush();
+        }
     }
 
     /// Prints one JSON event line on stdout (json mode only).
@@ -78,6 +103,10 @@ impl Output {
             map.insert("event".into(), Value::String(name.into()));
         } else {
             body = json!({ "event": name, "data": body });
+        }
+        if let Some(lines) = self.held.borrow_mut().as_mut() {
+            let _ = writeln!(lines, "{body}");
+            return;
         }
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{body}");
@@ -288,8 +317,8 @@ fn indent(s: &str) -> String {
 /// The `--json` event for a record: the record's data plus `event` and `seq`.
 /// `tool.result` is reported as `tool.finished`.
 pub fn json_event(seq: u64, event: &Event) -> Option<(&'static str, Value)> {
-    let v = serde_json::to_value(event).ok()?;
-    let mut data = v.get("data").cloned().unwrap_or(Value::Null);
+    let mut v = serde_json::to_value(event).ok()?;
+    let mut data = v.get_mut("data").map(Value::take).unwrap_or(Value::Null);
     let name = match event {
         Event::ToolResult(_) => "tool.finished",
         Event::ModelResponse(r) => {

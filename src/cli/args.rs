@@ -288,9 +288,12 @@ pub enum LogCommand {
     /// A unified diff of the workspace files one step or one call changed
     /// (without --step or --call: the whole run).
     Diff {
+        /// The log.
         wal: PathBuf,
+        /// What this step changed (from the checkpoint before it to its last).
         #[arg(long, conflicts_with = "call")]
         step: Option<u64>,
+        /// What this call changed.
         #[arg(long)]
         call: Option<String>,
     },

@@ -210,11 +210,19 @@ impl Server {
     /// so, and the server is started again (once).
     fn died_during(&self, tool: &str) -> ToolOutcome {
         let mut live = lock(&self.live);
-        let exit = live
-            .conn
-            .as_ref()
-            .and_then(Conn::exit)
-            .unwrap_or_else(|| "its connection closed".into());
+        // The connection can close a moment before the waiter thread has
+        // the exit status: give it that moment, so the result says how the
+        // server ended.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        let exit = loop {
+            if let Some(e) = live.conn.as_ref().and_then(Conn::exit) {
+                break e;
+            }
+            if live.conn.is_none() || std::time::Instant::now() >= deadline {
+                break "its connection closed".to_string();
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        };
         let tail = live.conn.as_ref().map(|c| stderr_tail(&c.stderr));
         let next = match &live.dead {
             Some(_) => "It is not started again.".to_string(),

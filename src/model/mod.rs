@@ -35,9 +35,11 @@ pub struct Encoded {
 impl Encoded {
     fn json(value: &serde_json::Value) -> Encoded {
         // Serializing a `Value` cannot fail (its keys are strings).
-        Encoded {
-            body: serde_json::to_vec(value).unwrap_or_default().into(),
-        }
+        Encoded::from_bytes(serde_json::to_vec(value).unwrap_or_default())
+    }
+
+    pub(crate) fn from_bytes(body: Vec<u8>) -> Encoded {
+        Encoded { body: body.into() }
     }
 
     /// The body's length in bytes.
@@ -69,6 +71,7 @@ mod http;
 mod openai;
 mod script;
 mod sse;
+mod wire;
 
 pub use anthropic::AnthropicProvider;
 pub use error::ModelError;
@@ -194,7 +197,9 @@ impl Provider {
         match self {
             Provider::OpenAi(p) => p.encode(req),
             Provider::Anthropic(p) => p.encode(req),
-            Provider::Script(_) => Encoded::json(&openai::request_body("script", req, false)),
+            Provider::Script(_) => {
+                Encoded::from_bytes(wire::WireCache::default().request_bytes("script", req, false))
+            }
         }
     }
 

@@ -6,9 +6,10 @@
 use super::error::{ModelError, from_reqwest};
 use super::http::{Backoff, build_client, checked_base_url, exchange_json, send};
 use super::sse::SseDecoder;
-use super::{Encoded, ModelReply, ModelRequest, ProviderConfig, Purpose};
-use crate::event::{Message, Role, ToolCall, Usage};
-use serde_json::{Value, json};
+use super::wire::WireCache;
+use super::{Encoded, ModelReply, ModelRequest, ProviderConfig};
+use crate::event::{Message, ToolCall, Usage};
+use serde_json::Value;
 use std::collections::BTreeMap;
 
 /// Client for `POST {base_url}/chat/completions`.
@@ -17,17 +18,31 @@ pub struct OpenAiProvider {
     cfg: ProviderConfig,
     url: String,
     client: reqwest::Client,
+    /// The messages of the last request as serialized, for the next one.
+    wire: std::sync::Mutex<WireCache>,
 }
 
 impl OpenAiProvider {
     pub fn new(cfg: ProviderConfig) -> Result<Self, ModelError> {
         let url = format!("{}/chat/completions", checked_base_url(&cfg)?);
         let client = build_client(&cfg)?;
-        Ok(OpenAiProvider { cfg, url, client })
+        Ok(OpenAiProvider {
+            cfg,
+            url,
+            client,
+            wire: std::sync::Mutex::default(),
+        })
     }
 
+    /// The request's bytes, from the cache of the last request's messages
+    /// (see [`WireCache`]).
     pub(crate) fn encode(&self, req: &ModelRequest) -> Encoded {
-        Encoded::json(&request_body(&self.cfg.model, req, self.cfg.stream))
+        Encoded::from_bytes(
+            self.wire
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .request_bytes(&self.cfg.model, req, self.cfg.stream),
+        )
     }
 
     pub(crate) async fn complete(
@@ -117,56 +132,10 @@ impl OpenAiProvider {
 }
 
 /// The request body: standard fields only; `tools` omitted when empty.
+/// The same JSON as [`WireCache::request_bytes`] sends, as a tree.
+#[cfg(test)]
 pub(crate) fn request_body(model: &str, req: &ModelRequest, stream: bool) -> Value {
-    let messages: Vec<Value> = req.messages.iter().map(wire_message).collect();
-    let mut body = json!({ "model": model, "messages": messages });
-    if !req.tools.is_empty() && req.purpose != Purpose::Summary {
-        let tools: Vec<Value> = req
-            .tools
-            .iter()
-            .map(|t| {
-                json!({"type": "function", "function": {
-                    "name": t.name, "description": t.description, "parameters": t.parameters}})
-            })
-            .collect();
-        body["tools"] = Value::Array(tools);
-    }
-    if stream {
-        body["stream"] = json!(true);
-        body["stream_options"] = json!({"include_usage": true});
-    }
-    body
-}
-
-fn wire_message(m: &Message) -> Value {
-    match m.role {
-        Role::System => json!({"role": "system", "content": m.content}),
-        Role::User => json!({"role": "user", "content": m.content}),
-        Role::Tool => json!({
-            "role": "tool",
-            "tool_call_id": m.tool_call_id.clone().unwrap_or_default(),
-            "content": m.content,
-        }),
-        Role::Assistant if m.tool_calls.is_empty() => {
-            json!({"role": "assistant", "content": m.content})
-        }
-        Role::Assistant => {
-            let calls: Vec<Value> = m
-                .tool_calls
-                .iter()
-                .map(|c| {
-                    json!({"id": c.id, "type": "function",
-                        "function": {"name": c.name, "arguments": c.arguments}})
-                })
-                .collect();
-            let content = if m.content.is_empty() {
-                Value::Null
-            } else {
-                Value::String(m.content.clone())
-            };
-            json!({"role": "assistant", "content": content, "tool_calls": calls})
-        }
-    }
+    super::wire::request_tree(model, req, stream)
 }
 
 /// Reads a non-streaming response.
@@ -369,7 +338,9 @@ impl StreamAssembler {
 
 #[cfg(test)]
 mod tests {
+    use super::super::Purpose;
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn assistant_with_calls_has_null_content_and_tool_messages_their_id() {

@@ -251,15 +251,35 @@ fn round(seed: u64, kills: u64) -> Tally {
         .filter_map(|r| r.data["process"]["pgid"].as_u64())
         .collect();
     let mut ticker_recorded = false;
+    // The model's final answer is recorded: the run is ending, and its end
+    // stops the ticker before `run.finished` is written.
+    let mut ending = false;
     for r in &recs {
         match r.kind.as_str() {
+            "model.response" => {
+                ending = r.data["message"]["tool_calls"]
+                    .as_array()
+                    .is_none_or(Vec::is_empty);
+            }
             "process.started" => {
                 assert_eq!(r.data["env"], "container");
                 ticker_recorded = true;
             }
+            "resume" if ticker_recorded && ending => {
+                // Killed between the run's end stopping the ticker and
+                // `run.finished`: reattached if the kill came first, else
+                // reported as no longer running; never both.
+                let lost = r.data["lost_processes"].clone();
+                let back = r.data["reattached_processes"].clone();
+                assert!(
+                    (lost == json!(["p1"]) && back == json!([]))
+                        || (lost == json!([]) && back == json!(["p1"])),
+                    "{}",
+                    r.data
+                );
+            }
             "resume" if ticker_recorded => {
-                // Reattached unless it was killed by the run's end (it is
-                // not: it runs until the run finishes).
+                // Reattached: it runs until the run ends.
                 assert!(
                     r.data["lost_processes"]
                         .as_array()

@@ -488,7 +488,11 @@ pub type SnapshotHook = Arc<dyn Fn(u64) + Send + Sync>;
 
 enum Msg<R> {
     Record(RecordPos, Box<R>),
-    Stop { final_snapshot: bool },
+    /// The records of one sync point, in order: one wake of the thread.
+    Records(Vec<(RecordPos, R)>),
+    Stop {
+        final_snapshot: bool,
+    },
 }
 
 /// What the snapshot writer reports: a snapshot written, or why one failed.
@@ -535,6 +539,14 @@ impl<R: Record> SnapshotWriter<R> {
     pub fn record(&self, pos: RecordPos, event: R) {
         // A send fails only when the thread is gone; snapshots then stop, appends go on.
         let _ = self.tx.send(Msg::Record(pos, Box::new(event)));
+    }
+
+    /// Hands over the durable records of one sync point, in order, as one
+    /// message (one wake of the thread, not one per record). Never blocks.
+    pub fn records(&self, batch: Vec<(RecordPos, R)>) {
+        if !batch.is_empty() {
+            let _ = self.tx.send(Msg::Records(batch));
+        }
     }
 
     /// Notices so far, without waiting.
@@ -596,15 +608,21 @@ fn run<R, S: Fold<R>>(
         };
         let _ = ntx.send(write(wal, state, pos, seam).map_err(|e| e.to_string()));
     };
+    let mut fold = |state: &mut S, pos: RecordPos, event: &R| {
+        state.apply(event);
+        last = Some(pos);
+        since += 1;
+        if config.every > 0 && since >= config.every {
+            snap(state, &pos);
+            since = 0;
+        }
+    };
     while let Ok(msg) = rx.recv() {
         match msg {
-            Msg::Record(pos, event) => {
-                state.apply(&event);
-                last = Some(pos);
-                since += 1;
-                if config.every > 0 && since >= config.every {
-                    snap(&state, &pos);
-                    since = 0;
+            Msg::Record(pos, event) => fold(&mut state, pos, &event),
+            Msg::Records(batch) => {
+                for (pos, event) in batch {
+                    fold(&mut state, pos, &event);
                 }
             }
             Msg::Stop { final_snapshot } => {

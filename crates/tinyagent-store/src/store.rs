@@ -507,14 +507,18 @@ impl<R: Record, S: Fold<R>> Store<R, S> {
         }
         self.writer.flush()?;
         let flushed = std::mem::take(&mut self.unflushed);
-        let mut out = Vec::with_capacity(flushed.len());
-        for (done, event) in flushed {
-            if let Some(w) = &self.snapshots {
-                w.record(done.into(), event.clone());
-            }
-            out.push((done.seq, event));
+        if let Some(w) = &self.snapshots {
+            w.records(
+                flushed
+                    .iter()
+                    .map(|(done, event)| ((*done).into(), event.clone()))
+                    .collect(),
+            );
         }
-        Ok(out)
+        Ok(flushed
+            .into_iter()
+            .map(|(done, event)| (done.seq, event))
+            .collect())
     }
 
     pub fn state(&self) -> &S {

@@ -74,6 +74,9 @@ struct Shared {
     violations: Vec<String>,
     /// Set by [`MockServer::expect_violations`]: the known bug they show.
     expected: Option<String>,
+    /// Time spent in the handler (parsing, checking, answering; delays
+    /// included), from the request body's arrival to the response.
+    busy: std::time::Duration,
 }
 
 /// A running mock server; stops when dropped, and then fails the test if
@@ -169,6 +172,12 @@ impl MockServer {
         self.lock().requests.clone()
     }
 
+    /// Total time the server spent handling requests (see `Shared::busy`):
+    /// what a client's wait for this server costs beyond its own work.
+    pub fn busy(&self) -> std::time::Duration {
+        self.lock().busy
+    }
+
     pub fn request_count(&self) -> usize {
         self.lock().requests.len()
     }
@@ -235,6 +244,19 @@ impl Drop for MockServer {
 
 async fn handle(
     State(shared): State<Arc<Mutex<Shared>>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let started = std::time::Instant::now();
+    let response = answer(&shared, method, uri, headers, body).await;
+    shared.lock().unwrap_or_else(|p| p.into_inner()).busy += started.elapsed();
+    response
+}
+
+async fn answer(
+    shared: &Mutex<Shared>,
     method: Method,
     uri: Uri,
     headers: HeaderMap,

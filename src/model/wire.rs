@@ -1,0 +1,327 @@
+//! The Chat Completions request as sent: serialized straight from the
+//! request's messages, with no JSON tree built and no text copied in
+//! between, and each message serialized once for the run rather than once
+//! per step.
+//!
+//! Between compactions the model's view only grows: a step's request is the
+//! previous one plus a few messages. [`WireCache`] keeps the previous
+//! request's messages beside their JSON; a message equal to the one kept
+//! (compared in full, so a cached fragment is only ever reused for the same
+//! message) reuses its bytes. Escaping a 400 KB view costs about ten
+//! instructions a byte; comparing it costs a fraction of one. The price is a
+//! copy of the view and its JSON in memory, both bounded by the compaction
+//! threshold.
+//!
+//! The members come in alphabetical order, as a `serde_json::Value` tree of
+//! the same request prints them, so the bytes are exactly what the tree
+//! ([`request_tree`]) would have sent.
+
+use super::{ModelRequest, Purpose};
+use crate::event::{Message, Role};
+use serde::Serialize;
+use serde_json::Value;
+
+/// How far ahead of the expected position a kept message is looked for: a
+/// plan block appearing, changing or going shifts the rest by one.
+const RESYNC_WINDOW: usize = 2;
+
+/// The last request's messages and their serialized JSON.
+#[derive(Default)]
+pub(crate) struct WireCache {
+    kept: Vec<(Message, Vec<u8>)>,
+}
+
+impl std::fmt::Debug for WireCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WireCache")
+            .field("messages", &self.kept.len())
+            .finish()
+    }
+}
+
+impl WireCache {
+    /// The request body's bytes; keeps this request's messages for the next.
+    pub(crate) fn request_bytes(
+        &mut self,
+        model: &str,
+        req: &ModelRequest,
+        stream: bool,
+    ) -> Vec<u8> {
+        let mut old: Vec<Option<(Message, Vec<u8>)>> = std::mem::take(&mut self.kept)
+            .into_iter()
+            .map(Some)
+            .collect();
+        let mut at = 0;
+        let mut kept = Vec::with_capacity(req.messages.len());
+        for m in &req.messages {
+            let hit = (at..old.len().min(at + RESYNC_WINDOW + 1))
+                .find(|&i| old[i].as_ref().is_some_and(|(kept, _)| kept == m));
+            match hit.and_then(|i| old[i].take().map(|k| (i, k))) {
+                Some((i, k)) => {
+                    at = i + 1;
+                    kept.push(k);
+                }
+                // Serializing borrowed strings cannot fail.
+                None => kept.push((
+                    m.clone(),
+                    serde_json::to_vec(&WireMessage::of(m)).unwrap_or_default(),
+                )),
+            }
+        }
+        let rest = serde_json::to_vec(&WireRest::of(model, req, stream)).unwrap_or_default();
+        let size = kept.iter().map(|(_, j)| j.len() + 1).sum::<usize>() + rest.len() + 16;
+        let mut out = Vec::with_capacity(size);
+        out.extend_from_slice(b"{\"messages\":[");
+        for (i, (_, json)) in kept.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(json);
+        }
+        out.extend_from_slice(b"],");
+        // `rest` is `{"model":...}`: its members follow the messages.
+        out.extend_from_slice(rest.get(1..).unwrap_or(b"}"));
+        self.kept = kept;
+        out
+    }
+}
+
+/// The request as a JSON tree (what is sent is [`WireCache::request_bytes`],
+/// the same JSON).
+#[cfg(test)]
+pub(crate) fn request_tree(model: &str, req: &ModelRequest, stream: bool) -> Value {
+    let mut tree = serde_json::to_value(WireRest::of(model, req, stream)).unwrap_or(Value::Null);
+    let messages = req
+        .messages
+        .iter()
+        .map(|m| serde_json::to_value(WireMessage::of(m)).unwrap_or(Value::Null))
+        .collect();
+    tree["messages"] = Value::Array(messages);
+    tree
+}
+
+/// Everything but the messages: `{"model", "stream", "stream_options", "tools"}`.
+#[derive(Serialize)]
+struct WireRest<'a> {
+    model: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<StreamOptions>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<Vec<WireTool<'a>>>,
+}
+
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+impl<'a> WireRest<'a> {
+    fn of(model: &'a str, req: &'a ModelRequest, stream: bool) -> Self {
+        let tools = (!req.tools.is_empty() && req.purpose != Purpose::Summary).then(|| {
+            req.tools
+                .iter()
+                .map(|t| WireTool {
+                    function: WireFunction {
+                        description: &t.description,
+                        name: &t.name,
+                        parameters: &t.parameters,
+                    },
+                    kind: "function",
+                })
+                .collect()
+        });
+        WireRest {
+            model,
+            stream: stream.then_some(true),
+            stream_options: stream.then_some(StreamOptions {
+                include_usage: true,
+            }),
+            tools,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct WireTool<'a> {
+    function: WireFunction<'a>,
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+#[derive(Serialize)]
+struct WireFunction<'a> {
+    description: &'a str,
+    name: &'a str,
+    parameters: &'a Value,
+}
+
+/// One message: `content` is null only for an assistant message with
+/// calls and no text; `tool_call_id` only on tool messages, `tool_calls`
+/// only on assistant messages that have some.
+#[derive(Serialize)]
+struct WireMessage<'a> {
+    content: Option<&'a str>,
+    role: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_call_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_calls: Option<Vec<WireCall<'a>>>,
+}
+
+impl<'a> WireMessage<'a> {
+    fn of(m: &'a Message) -> Self {
+        let plain = |role: &'static str| WireMessage {
+            content: Some(&m.content),
+            role,
+            tool_call_id: None,
+            tool_calls: None,
+        };
+        match m.role {
+            Role::System => plain("system"),
+            Role::User => plain("user"),
+            Role::Tool => WireMessage {
+                tool_call_id: Some(m.tool_call_id.as_deref().unwrap_or_default()),
+                ..plain("tool")
+            },
+            Role::Assistant if m.tool_calls.is_empty() => plain("assistant"),
+            Role::Assistant => WireMessage {
+                content: (!m.content.is_empty()).then_some(m.content.as_str()),
+                role: "assistant",
+                tool_call_id: None,
+                tool_calls: Some(
+                    m.tool_calls
+                        .iter()
+                        .map(|c| WireCall {
+                            function: WireCallFunction {
+                                arguments: &c.arguments,
+                                name: &c.name,
+                            },
+                            id: &c.id,
+                            kind: "function",
+                        })
+                        .collect(),
+                ),
+            },
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct WireCall<'a> {
+    function: WireCallFunction<'a>,
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+#[derive(Serialize)]
+struct WireCallFunction<'a> {
+    arguments: &'a str,
+    name: &'a str,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::ToolCall;
+    use serde_json::json;
+
+    fn calls() -> Vec<ToolCall> {
+        vec![
+            ToolCall {
+                id: "c1".into(),
+                name: "read".into(),
+                arguments: "{\"path\":\"a \\\"b\\\"\"}".into(),
+            },
+            ToolCall {
+                id: "c2".into(),
+                name: "grep".into(),
+                arguments: "not json".into(),
+            },
+        ]
+    }
+
+    fn request(messages: Vec<Message>, purpose: Purpose) -> ModelRequest {
+        let tool = crate::tools::ToolSpec {
+            name: "read".into(),
+            description: "Reads a file.\nLines are numbered.".into(),
+            parameters: json!({"type": "object", "properties": {"path": {"type": "string"}},
+                "required": ["path"]}),
+        };
+        ModelRequest {
+            messages,
+            tools: vec![tool],
+            purpose,
+            step: 3,
+        }
+    }
+
+    fn view() -> Vec<Message> {
+        vec![
+            Message::system("sys \u{1} tab\t"),
+            Message::user("é ✓ \"quoted\""),
+            Message::assistant("thinking", calls()),
+            Message::tool("c1", "read", "line\r\nnext", false),
+            Message::tool("c2", "grep", "", true),
+            Message::assistant("", vec![]),
+            Message::assistant("", calls()),
+        ]
+    }
+
+    /// What is sent, parsed, and the tree printed: the same bytes.
+    fn check(cache: &mut WireCache, req: &ModelRequest, stream: bool) -> Value {
+        let tree = request_tree("m", req, stream);
+        let bytes = cache.request_bytes("m", req, stream);
+        assert_eq!(String::from_utf8(bytes).unwrap(), tree.to_string());
+        tree
+    }
+
+    #[test]
+    fn bytes_are_the_tree_printed_with_tools_stream_and_escapes() {
+        for purpose in [Purpose::Step, Purpose::Summary] {
+            for stream in [false, true] {
+                let tree = check(&mut WireCache::default(), &request(view(), purpose), stream);
+                assert_eq!(tree["stream"].as_bool(), stream.then_some(true));
+                assert_eq!(tree["tools"].is_array(), purpose == Purpose::Step);
+                assert_eq!(tree["messages"][2]["content"], "thinking");
+                assert_eq!(tree["messages"][5]["content"], "");
+                assert!(tree["messages"][6]["content"].is_null());
+                assert!(tree["messages"][5].get("tool_calls").is_none());
+                assert_eq!(tree["messages"][4]["tool_call_id"], "c2");
+            }
+        }
+    }
+
+    #[test]
+    fn a_warm_cache_sends_the_same_bytes_as_a_cold_one_whatever_changed() {
+        let mut cache = WireCache::default();
+        let mut messages = view();
+        check(&mut cache, &request(messages.clone(), Purpose::Step), false);
+        // The view grows.
+        messages.push(Message::user("more"));
+        check(&mut cache, &request(messages.clone(), Purpose::Step), false);
+        // A plan block appears after the system prompt, then changes.
+        messages.insert(1, Message::user("[plan] one"));
+        check(&mut cache, &request(messages.clone(), Purpose::Step), true);
+        messages[1] = Message::user("[plan] two");
+        check(&mut cache, &request(messages.clone(), Purpose::Step), false);
+        // A message changes in place (same length, one byte).
+        messages[2].content = "é ✓ \"quotes\"".into();
+        let tree = check(&mut cache, &request(messages.clone(), Purpose::Step), false);
+        assert_eq!(tree["messages"][2]["content"], "é ✓ \"quotes\"");
+        // A message's calls change, its text not.
+        messages[3].tool_calls[1].arguments = "{}".into();
+        check(&mut cache, &request(messages.clone(), Purpose::Step), false);
+        // Compaction: a new, shorter view; then an empty one.
+        let compacted = vec![
+            messages[0].clone(),
+            Message::user("summary"),
+            messages[8].clone(),
+        ];
+        check(&mut cache, &request(compacted, Purpose::Step), false);
+        check(&mut cache, &request(Vec::new(), Purpose::Summary), false);
+        check(&mut cache, &request(messages, Purpose::Step), false);
+    }
+}
