@@ -150,20 +150,22 @@ fn every_flag_is_described_and_run_and_resume_show_examples() {
 #[test]
 fn completions_and_the_man_page_come_from_the_same_definitions() {
     let sb = Sandbox::new();
-    let bin_dir = bin().parent().unwrap().display().to_string();
+    // A bash script with the binary on PATH; it must succeed.
+    let bash = |script: &str| {
+        let bin_dir = bin().parent().unwrap().display().to_string();
+        let out = Command::new("bash")
+            .arg("-c")
+            .arg(script)
+            .env("PATH", format!("{bin_dir}:/usr/bin:/bin"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{script}: {err}");
+        (String::from_utf8_lossy(&out.stdout).into_owned(), err)
+    };
     // bash loads the completion and registers it for the command.
-    let out = Command::new("bash")
-        .arg("-c")
-        .arg("source <(tinyagent completions bash) && complete -p tinyagent")
-        .env("PATH", format!("{bin_dir}:/usr/bin:/bin"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(String::from_utf8_lossy(&out.stdout).contains("_tinyagent"));
+    let (registered, _) = bash("source <(tinyagent completions bash) && complete -p tinyagent");
+    assert!(registered.contains("_tinyagent"), "{registered}");
     for shell in ["zsh", "fish", "elvish", "powershell"] {
         let mut c = tinyagent(&sb);
         c.args(["completions", shell]);
@@ -183,22 +185,8 @@ fn completions_and_the_man_page_come_from_the_same_definitions() {
     assert!(man.contains(".TH tinyagent 1"), "{man}");
     assert!(man.contains("sessions") && man.contains("completions"));
     // A reader that stops early is not an error.
-    let out = Command::new("bash")
-        .arg("-c")
-        .arg("set -o pipefail; tinyagent man | head -c 10 >/dev/null")
-        .env("PATH", format!("{bin_dir}:/usr/bin:/bin"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.stderr.is_empty(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (_, err) = bash("set -o pipefail; tinyagent man | head -c 10 >/dev/null");
+    assert!(err.is_empty(), "{err}");
 }
 
 #[test]

@@ -70,6 +70,8 @@ fn a_container_run_sees_the_workspace_and_reaches_nothing_else() {
          echo config-bytes: $(cat {config} | wc -c); \
          (echo > /dev/tcp/127.0.0.1/{port}) 2>/dev/null && echo HOST-REACHED; \
          echo interfaces: $(ls /sys/class/net); \
+         grep -E '^(CapEff|NoNewPrivs)' /proc/self/status; \
+         (mount -t tmpfs none /mnt) 2>/dev/null && echo MOUNTED; \
          env; tr '\\0' '\\n' </proc/1/environ",
         logs = logs.display(),
         config = config.display(),
@@ -110,6 +112,10 @@ fn a_container_run_sees_the_workspace_and_reaches_nothing_else() {
         "the host's /etc was written"
     );
     assert!(!result.contains("LOG-DIR-WRITABLE"), "{result}");
+    // No capability, no privilege to gain: no mount.
+    assert!(result.contains("CapEff:\t0000000000000000"), "{result}");
+    assert!(result.contains("NoNewPrivs:\t1"), "{result}");
+    assert!(!result.contains("MOUNTED"), "{result}");
     assert!(!logs.join("forged").exists());
     assert!(
         result.contains("log-dir-holds: 0\n"),
