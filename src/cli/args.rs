@@ -277,6 +277,12 @@ pub enum LogCommand {
         /// The log.
         wal: PathBuf,
     },
+    /// The run as a readable transcript: task, steps, calls, results
+    /// (folded), resumes, the end; paged on a terminal ($PAGER).
+    Show {
+        /// The log.
+        wal: PathBuf,
+    },
     /// Whole-file trajectory JSON, schema v2.
     Export {
         /// The log.

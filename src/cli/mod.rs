@@ -15,6 +15,7 @@ mod resume;
 mod run;
 pub mod secrets;
 mod sessions;
+mod show;
 
 use crate::agent::AgentError;
 use crate::event::RunStatus;

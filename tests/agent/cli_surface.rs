@@ -482,3 +482,54 @@ fn a_cost_limit_without_prices_is_warned_about_and_known_prices_show_per_step() 
     assert!(!err.contains("no prices are known"), "{err}");
     assert!(err.contains("step 1 · $0.0020 · answer"), "{err}");
 }
+
+#[test]
+fn log_show_is_a_readable_transcript_with_results_folded() {
+    let sb = Sandbox::new();
+    let server = MockServer::start(vec![
+        MockReply::tool_call("bash", serde_json::json!({"command": "seq 1 12"}))
+            .with_content("counting first"),
+        MockReply::text("All twelve counted."),
+    ]);
+    let out = output(sb.run_cmd(&server.base_url(), "count to twelve"));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let show = |wal: &std::path::Path| {
+        let mut c = tinyagent(&sb);
+        c.args(["log", "show"]).arg(wal);
+        output(c)
+    };
+    let out = show(&sb.wal());
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for want in [
+        "task:\n  count to twelve",
+        "step 1 · ",
+        "  counting first",
+        "  → bash {\"command\":\"seq 1 12\"}",
+        "  ✓ bash (13 lines)",
+        "    1\n    2\n",
+        "    … 7 more lines",
+        "step 2 · ",
+        "  All twelve counted.",
+        "finished: completed",
+    ] {
+        assert!(text.contains(want), "{want:?} in:\n{text}");
+    }
+    assert!(!text.contains("    12\n"), "folded: {text}");
+
+    // A damaged log is shown as far as it reads, and says where it stops.
+    let damaged = sb.path("damaged.wal");
+    let mut bytes = std::fs::read(sb.wal()).unwrap();
+    bytes.truncate(bytes.len() - 10);
+    std::fs::write(&damaged, &bytes).unwrap();
+    let text = String::from_utf8_lossy(&show(&damaged).stdout).into_owned();
+    assert!(
+        text.contains("step 2 · ") && text.contains("torn last record"),
+        "{text}"
+    );
+    // Not a log at all: refused.
+    let junk = sb.path("junk.wal");
+    std::fs::write(&junk, "hello\n").unwrap();
+    let out = show(&junk);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}
