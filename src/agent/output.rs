@@ -17,6 +17,10 @@ use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
 /// Where the run's output goes.
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "independent switches of the output: mode, colour, live text, a streamed step"
+)]
 pub struct Output {
     json: bool,
     spinner: Option<ProgressBar>,
@@ -26,8 +30,38 @@ pub struct Output {
     /// Model text is shown as it streams in (`--stream`); otherwise it is
     /// shown with its record (a final answer on stdout).
     live_text: bool,
+    /// ANSI colour in human output (`--color`, `NO_COLOR`).
+    color: bool,
     /// `--json` lines held back to go out in one write (see [`Output::hold`]).
     held: RefCell<Option<Vec<u8>>>,
+}
+
+/// A call as a person scans it: what it acts on first (`edit src/a.rs`,
+/// `bash: cargo test`), then the rest of its arguments.
+fn call_preview(name: &str, arguments: &str) -> String {
+    let Ok(serde_json::Value::Object(mut args)) = serde_json::from_str(arguments) else {
+        return format!("{name} {}", preview(arguments, 100));
+    };
+    let head = ["command", "path", "pattern"]
+        .iter()
+        .find_map(|k| args.remove(*k).map(|v| (*k, v)));
+    let rest = if args.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " {}",
+            preview(&serde_json::Value::Object(args).to_string(), 80)
+        )
+    };
+    match head {
+        Some(("command", serde_json::Value::String(cmd))) => {
+            format!("{name}: {}{rest}", preview(&cmd, 120))
+        }
+        Some((_, serde_json::Value::String(target))) => {
+            format!("{name} {}{rest}", preview(&target, 120))
+        }
+        _ => format!("{name} {}", preview(arguments, 100)),
+    }
 }
 
 /// `s` on one line (newlines shown as `⏎`), cut to `max` characters.
@@ -64,8 +98,56 @@ impl Output {
             streamed: false,
             step: 0,
             live_text: false,
+            color: false,
             held: RefCell::new(None),
         }
+    }
+
+    /// Colours human output (diffs, marks).
+    pub fn set_color(&mut self, on: bool) {
+        self.color = on;
+    }
+
+    /// `text` in ANSI colour `code` when colour is on.
+    fn paint(&self, code: &str, text: &str) -> String {
+        if self.color {
+            format!("\x1b[{code}m{text}\x1b[0m")
+        } else {
+            text.to_string()
+        }
+    }
+
+    /// A tool result's lines for a person: the first few, indented, the
+    /// rest counted (the log holds them all); a diff's lines coloured.
+    fn result_lines(&self, content: &str) -> String {
+        let lines: Vec<&str> = content.trim_end().lines().collect();
+        // A diff is worth more lines than other output.
+        let shown = if lines.iter().any(|l| l.starts_with("@@")) {
+            16
+        } else {
+            4
+        };
+        let mut out = String::new();
+        for line in lines.iter().take(shown) {
+            let line = crate::text::cut_chars(line, 160, "…");
+            let painted = if line.starts_with("@@") {
+                self.paint("36", &line)
+            } else if line.starts_with('+') && !line.starts_with("+++") {
+                self.paint("32", &line)
+            } else if line.starts_with('-') && !line.starts_with("---") {
+                self.paint("31", &line)
+            } else {
+                line
+            };
+            out.push_str(&format!("\n      {painted}"));
+        }
+        if lines.len() > shown {
+            out.push_str(&format!(
+                "\n      {}",
+                self.paint("2", &format!("… {} more lines", lines.len() - shown))
+            ));
+        }
+        out
     }
 
     /// Shows model text as it streams in (see [`Output::text`]).
@@ -222,7 +304,7 @@ impl Output {
                     self.say(&format!("step {}{cost}", r.step));
                 }
                 for c in &r.message.tool_calls {
-                    self.say(&format!("  → {} {}", c.name, preview(&c.arguments, 100)));
+                    self.say(&format!("  → {}", call_preview(&c.name, &c.arguments)));
                 }
             }
             Event::ToolStarted(_) => {}
@@ -235,10 +317,21 @@ impl Output {
                     "✓"
                 };
                 let lines = r.content.lines().count();
-                self.say(&format!(
-                    "    {mark} {} ({lines} lines)",
-                    preview(r.content.trim(), 120)
-                ));
+                let mark = match mark {
+                    "✓" => self.paint("32", mark),
+                    "✗" => self.paint("31", mark),
+                    other => self.paint("33", other),
+                };
+                let first = r.content.trim().lines().next().unwrap_or("");
+                if lines <= 1 {
+                    self.say(&format!("    {mark} {}", preview(first, 160)));
+                } else {
+                    self.say(&format!(
+                        "    {mark} {} ({lines} lines){}",
+                        r.name,
+                        self.result_lines(&r.content)
+                    ));
+                }
             }
             Event::PlanUpdated(p) => {
                 let plan = crate::session::Plan {

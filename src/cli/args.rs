@@ -194,6 +194,10 @@ pub struct RunArgs {
     /// the system prompt.
     #[arg(long)]
     pub no_agents_md: bool,
+    /// Colour in human output: auto (a terminal, and NO_COLOR not set),
+    /// always or never.
+    #[arg(long, value_enum, default_value_t = ColorChoice::Auto)]
+    pub color: ColorChoice,
 }
 
 #[derive(Debug, Args, Clone, Default)]
@@ -224,6 +228,10 @@ pub struct ResumeArgs {
     /// log's).
     #[arg(long, value_name = "SECONDS")]
     pub timeout: Option<u64>,
+    /// Colour in human output: auto (a terminal, and NO_COLOR not set),
+    /// always or never.
+    #[arg(long, value_enum, default_value_t = ColorChoice::Auto)]
+    pub color: ColorChoice,
     #[command(flatten)]
     pub provider: ProviderArgs,
     /// TOML config (default ./tinyagent.toml if present): hooks and the
@@ -237,6 +245,31 @@ pub struct ResumeArgs {
     /// file: the workspace it names is not taken on its word).
     #[arg(long)]
     pub cwd: Option<PathBuf>,
+}
+
+/// When human output is coloured.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ColorChoice {
+    /// When stderr is a terminal and `NO_COLOR` is not set.
+    #[default]
+    Auto,
+    Always,
+    Never,
+}
+
+impl ColorChoice {
+    /// Whether to colour now.
+    pub fn on(self) -> bool {
+        use std::io::IsTerminal;
+        match self {
+            ColorChoice::Always => true,
+            ColorChoice::Never => false,
+            ColorChoice::Auto => {
+                std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+                    && std::io::stderr().is_terminal()
+            }
+        }
+    }
 }
 
 #[derive(Debug, Args, Clone, Default)]

@@ -541,7 +541,8 @@ pub async fn resume(args: &ResumeArgs) -> Result<i32, CliError> {
     let config = config_for(&run, args)?;
     let tools = tools_for(&run, &mcp)?;
     drop(mcp);
-    let out = Output::new(args.json);
+    let mut out = Output::new(args.json);
+    out.set_color(args.color.on());
     report_open(&out, &report);
     if let Err((code, why)) = may_continue(store.state(), args) {
         super::say(&format!("{}: {why}", wal.display()));

@@ -590,7 +590,11 @@ pub async fn run(args: &RunArgs) -> Result<i32, CliError> {
         provider,
         env,
         processes,
-        out: Output::new(plan.json),
+        out: {
+            let mut out = Output::new(plan.json);
+            out.set_color(args.color.on());
+            out
+        },
     })
     .map_err(CliError::from)?;
     for (seq, record) in &records {

@@ -533,3 +533,50 @@ fn log_show_is_a_readable_transcript_with_results_folded() {
     let out = show(&junk);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }
+
+#[test]
+fn results_are_folded_diffs_coloured_on_request_and_calls_name_their_target_first() {
+    let sb = Sandbox::new();
+    std::fs::write(sb.ws().join("a.txt"), "one\ntwo\nthree\n").unwrap();
+    let replies = || {
+        vec![
+            MockReply::tool_call(
+                "edit",
+                serde_json::json!({"path": "a.txt", "old_string": "two", "new_string": "TWO"}),
+            ),
+            MockReply::tool_call("bash", serde_json::json!({"command": "seq 1 9"})),
+            MockReply::text("done"),
+        ]
+    };
+    let run = |extra: &[&str], no_color: bool| {
+        let server = MockServer::start(replies());
+        let _ = std::fs::remove_file(sb.wal());
+        std::fs::write(sb.ws().join("a.txt"), "one\ntwo\nthree\n").unwrap();
+        let mut c = sb.run_cmd(&server.base_url(), "t");
+        c.args(extra);
+        if no_color {
+            c.env("NO_COLOR", "1");
+        }
+        let out = output(c);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        stderr(&out)
+    };
+    let plain = run(&[], true);
+    assert!(!plain.contains('\u{1b}'), "{plain}");
+    assert!(
+        plain.contains("  → edit a.txt {"),
+        "the path first: {plain}"
+    );
+    assert!(plain.contains("  → bash: seq 1 9"), "{plain}");
+    assert!(
+        plain.contains("\n      1\n      2\n"),
+        "one line each: {plain}"
+    );
+    assert!(plain.contains("… 6 more lines"), "{plain}");
+    assert!(plain.contains("\n      +TWO"), "{plain}");
+    let coloured = run(&["--color", "always"], true);
+    assert!(coloured.contains("\u{1b}[32m+TWO\u{1b}[0m"), "{coloured}");
+    assert!(coloured.contains("\u{1b}[31m-two\u{1b}[0m"), "{coloured}");
+    let never = run(&["--color", "never"], false);
+    assert!(!never.contains('\u{1b}'), "{never}");
+}
