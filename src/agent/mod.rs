@@ -440,6 +440,12 @@ impl Agent {
         self.processes.kill_all();
         self.record_exited_processes()?;
         self.report_timing();
+        let s = self.state();
+        self.out.set_totals(serde_json::json!({
+            "steps": s.step,
+            "usage": s.usage,
+            "cost_usd": s.cost_usd,
+        }));
         self.append(Event::RunFinished(RunFinished { status, reason }))?;
         let s = self.state();
         self.out.say(&format!(

@@ -32,8 +32,29 @@ pub struct Output {
     live_text: bool,
     /// ANSI colour in human output (`--color`, `NO_COLOR`).
     color: bool,
+    /// Members the next `run.finished` event carries (the run's totals).
+    totals: RefCell<Option<Value>>,
     /// `--json` lines held back to go out in one write (see [`Output::hold`]).
     held: RefCell<Option<Vec<u8>>>,
+}
+
+/// Floats in an event to 6 decimals (a cost of 125.559021, not
+/// 125.55902099999999); integers are untouched.
+fn round_floats(v: &mut Value) {
+    match v {
+        Value::Number(n) if n.is_f64() => {
+            if let Some(r) = n
+                .as_f64()
+                .map(|f| (f * 1e6).round() / 1e6)
+                .and_then(serde_json::Number::from_f64)
+            {
+                *n = r;
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(round_floats),
+        Value::Object(map) => map.values_mut().for_each(round_floats),
+        _ => {}
+    }
 }
 
 /// A call as a person scans it: what it acts on first (`edit src/a.rs`,
@@ -99,8 +120,14 @@ impl Output {
             step: 0,
             live_text: false,
             color: false,
+            totals: RefCell::new(None),
             held: RefCell::new(None),
         }
+    }
+
+    /// The totals the `run.finished` event is to carry.
+    pub fn set_totals(&self, totals: Value) {
+        *self.totals.borrow_mut() = Some(totals);
     }
 
     /// Colours human output (diffs, marks).
@@ -186,6 +213,19 @@ impl Output {
         } else {
             body = json!({ "event": name, "data": body });
         }
+        if let Value::Object(map) = &mut body {
+            if name == "run.finished"
+                && let Some(Value::Object(totals)) = self.totals.borrow_mut().take()
+            {
+                map.extend(totals);
+            }
+            map.entry("ts").or_insert_with(|| {
+                Value::String(
+                    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
+                )
+            });
+        }
+        round_floats(&mut body);
         if let Some(lines) = self.held.borrow_mut().as_mut() {
             let _ = writeln!(lines, "{body}");
             return;
@@ -235,7 +275,12 @@ impl Output {
     /// Streamed model text as it arrives (human mode, `--stream`; without
     /// it the text comes in one piece and is shown with its record).
     pub fn text(&mut self, chunk: &str) {
-        if self.json || !self.live_text {
+        if !self.live_text {
+            return;
+        }
+        if self.json {
+            // `--json --stream`: the text as it arrives, before its record.
+            self.event("model.delta", json!({ "step": self.step, "text": chunk }));
             return;
         }
         if let Some(sp) = self.spinner.take() {

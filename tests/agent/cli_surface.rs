@@ -580,3 +580,66 @@ fn results_are_folded_diffs_coloured_on_request_and_calls_name_their_target_firs
     let never = run(&["--color", "never"], false);
     assert!(!never.contains('\u{1b}'), "{never}");
 }
+
+#[test]
+fn every_json_event_has_a_time_floats_are_rounded_and_run_finished_has_the_totals() {
+    let sb = Sandbox::new();
+    let server = MockServer::start(vec![
+        MockReply::tool_call("bash", serde_json::json!({"command": "echo hi"}))
+            .with_usage(1234, 567),
+        MockReply::text("streamed answer").with_usage(10, 3),
+    ]);
+    let mut c = sb.run_cmd(&server.base_url(), "t");
+    c.args([
+        "--json",
+        "--stream",
+        "--price-in",
+        "0.15",
+        "--price-out",
+        "0.6",
+    ]);
+    let out = output(c);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let events: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    for e in &events {
+        assert!(e["ts"].as_str().is_some_and(|t| t.ends_with('Z')), "{e}");
+    }
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        // No float is printed with more than 6 decimals.
+        for number in line.split(|c: char| !(c.is_ascii_digit() || c == '.')) {
+            if let Some((_, decimals)) = number.split_once('.') {
+                assert!(decimals.len() <= 6, "{number} in {line}");
+            }
+        }
+    }
+    let deltas: String = events
+        .iter()
+        .filter(|e| e["event"] == "model.delta")
+        .map(|e| e["text"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(deltas, "streamed answer");
+    let delta_at = events
+        .iter()
+        .position(|e| e["event"] == "model.delta")
+        .unwrap();
+    let answer_at = events
+        .iter()
+        .rposition(|e| e["event"] == "model.response")
+        .unwrap();
+    assert!(delta_at < answer_at, "the text comes before its record");
+    let finished = events
+        .iter()
+        .find(|e| e["event"] == "run.finished")
+        .unwrap();
+    assert_eq!(finished["steps"], 2);
+    assert_eq!(finished["usage"]["input_tokens"], 1244);
+    assert_eq!(finished["usage"]["output_tokens"], 570);
+    let cost = finished["cost_usd"].as_f64().unwrap();
+    assert!(
+        (cost - (1244.0 * 0.15 + 570.0 * 0.6) / 1e6).abs() < 1e-6,
+        "{cost}"
+    );
+}
