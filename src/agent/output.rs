@@ -171,7 +171,10 @@ impl Output {
         if lines.len() > shown {
             out.push_str(&format!(
                 "\n      {}",
-                self.paint("2", &format!("… {} more lines", lines.len() - shown))
+                self.paint("2", &{
+                    let more = lines.len() - shown;
+                    format!("… {more} more line{}", if more == 1 { "" } else { "s" })
+                })
             ));
         }
         out
@@ -368,7 +371,8 @@ impl Output {
                     other => self.paint("33", other),
                 };
                 let first = r.content.trim().lines().next().unwrap_or("");
-                if lines <= 1 {
+                // The plan itself follows with its record.
+                if lines <= 1 || (r.name == "update_plan" && !r.is_error) {
                     self.say(&format!("    {mark} {}", preview(first, 160)));
                 } else {
                     self.say(&format!(
