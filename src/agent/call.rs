@@ -296,6 +296,7 @@ impl Agent {
         launches: bool,
     ) -> (ToolOutcome, bool) {
         let plan = self.store.state().plan.clone();
+        let live = self.out.live_progress();
         let launcher = CallLauncher {
             store: RefCell::new(&mut self.store),
             out: RefCell::new(&mut self.out),
@@ -306,6 +307,8 @@ impl Agent {
             allowed: launches,
             launched: std::cell::Cell::new(false),
             plan_changed: std::cell::Cell::new(false),
+            live,
+            showing: std::cell::Cell::new(false),
         };
         let ctx = ToolContext {
             workspace: &self.config.workspace,
@@ -386,9 +389,33 @@ struct CallLauncher<'a> {
     launched: std::cell::Cell<bool>,
     /// A plan update became durable (its mirror is due).
     plan_changed: std::cell::Cell<bool>,
+    /// Live progress goes to stderr (human mode on a terminal).
+    live: bool,
+    /// A progress line is on the screen.
+    showing: std::cell::Cell<bool>,
 }
 
 impl Launch for CallLauncher<'_> {
+    fn progress(&self, elapsed: std::time::Duration, last_line: &str) {
+        if !self.live {
+            return;
+        }
+        // One line, rewritten in place: the time, then the last output.
+        let line = if last_line.is_empty() {
+            format!("      … {:.0} s", elapsed.as_secs_f64())
+        } else {
+            format!("      … {:.0} s · {last_line}", elapsed.as_secs_f64())
+        };
+        crate::agent::output::err_text(&format!("\r\x1b[2K{line}"));
+        self.showing.set(true);
+    }
+
+    fn progress_done(&self) {
+        if self.showing.replace(false) {
+            crate::agent::output::err_text("\r\x1b[2K");
+        }
+    }
+
     fn record(&self, group: &ProcessGroup) -> Result<(), String> {
         if !self.allowed || self.launched.get() {
             return Err("this call may not start a foreground command".into());

@@ -125,6 +125,12 @@ impl Output {
         }
     }
 
+    /// Whether a running command's progress is shown: human mode, with
+    /// stderr on a terminal.
+    pub fn live_progress(&self) -> bool {
+        !self.json && std::io::stderr().is_terminal()
+    }
+
     /// The totals the `run.finished` event is to carry.
     pub fn set_totals(&self, totals: Value) {
         *self.totals.borrow_mut() = Some(totals);

@@ -32,6 +32,10 @@ const DRAIN_GRACE: Duration = Duration::from_secs(2);
 
 /// How often a running command's wait looks for a timeout or a signal.
 const POLL: Duration = Duration::from_millis(25);
+/// A command running longer than this shows its progress (see
+/// [`Launch::progress`]), refreshed this often.
+const PROGRESS_AFTER: Duration = Duration::from_secs(1);
+const PROGRESS_EVERY: Duration = Duration::from_millis(250);
 
 /// Arguments of `bash`.
 #[derive(Debug, Clone, Deserialize)]
@@ -222,13 +226,24 @@ pub fn run_foreground(
 
     let mut timed_out = false;
     let mut stopped = None;
+    let mut shown = started;
     let status = loop {
         match status_rx.recv_timeout(POLL) {
             Ok(status) => break status?,
             Err(RecvTimeoutError::Disconnected) => {
+                launch.progress_done();
                 return Err(io::Error::other("lost the command's exit status"));
             }
             Err(RecvTimeoutError::Timeout) => {}
+        }
+        // A person watching sees a long command's time and last line.
+        if started.elapsed() >= PROGRESS_AFTER && shown.elapsed() >= PROGRESS_EVERY {
+            shown = Instant::now();
+            let last = buffer
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .last_line(100);
+            launch.progress(started.elapsed(), &last);
         }
         if let Some(sig) = crate::signals::received() {
             let seen = crate::signals::count();
@@ -266,6 +281,7 @@ pub fn run_foreground(
                 .map_err(|_| io::Error::other("lost the command's exit status"))??;
         }
     };
+    launch.progress_done();
     // Whatever the command left running in its group goes with it (in a
     // container the wrapper has done this itself).
     if env.container().is_none() {

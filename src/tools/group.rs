@@ -38,6 +38,11 @@ pub struct ProcessGroup {
 pub trait Launch {
     /// `Err` stops the call before the command runs.
     fn record(&self, group: &ProcessGroup) -> Result<(), String>;
+    /// The command has run for `elapsed` and last printed `last_line`
+    /// (for a person watching; nothing of it is recorded).
+    fn progress(&self, _elapsed: std::time::Duration, _last_line: &str) {}
+    /// The command ended: whatever [`Launch::progress`] showed goes.
+    fn progress_done(&self) {}
 }
 
 /// For tools run outside an agent (tests, benchmarks): nothing is recorded.

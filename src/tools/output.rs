@@ -46,6 +46,25 @@ impl HeadTail {
         self.tail.extend(bytes);
     }
 
+    /// The last line with text in it so far (for live progress), cut to
+    /// `max` characters.
+    pub fn last_line(&self, max: usize) -> String {
+        let bytes: Vec<u8> = if self.tail.is_empty() {
+            let from = self.head.len().saturating_sub(512);
+            self.head[from..].to_vec()
+        } else {
+            let from = self.tail.len().saturating_sub(512);
+            self.tail.iter().skip(from).copied().collect()
+        };
+        let text = String::from_utf8_lossy(&bytes);
+        let line = text
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("");
+        crate::text::cut_chars(line.trim(), max, "…")
+    }
+
     /// Bytes that were dropped between head and tail.
     pub fn cut(&self) -> u64 {
         self.total - self.head.len() as u64 - self.tail.len() as u64

@@ -643,3 +643,76 @@ fn every_json_event_has_a_time_floats_are_rounded_and_run_finished_has_the_total
         "{cost}"
     );
 }
+
+/// Quotes `s` for `sh`.
+fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+#[test]
+fn a_long_command_shows_its_time_and_last_line_on_a_terminal_and_nowhere_else() {
+    let sb = Sandbox::new();
+    let slow = "for i in 1 2 3 4 5 6; do echo line$i; sleep 0.4; done";
+    let replies = || {
+        vec![
+            MockReply::tool_call("bash", serde_json::json!({"command": slow})),
+            MockReply::text("done"),
+        ]
+    };
+    // On a terminal: `script` gives the run a pseudo-terminal.
+    let server = MockServer::start(replies());
+    let run: Vec<String> = [bin().display().to_string()]
+        .into_iter()
+        .chain(
+            [
+                "run",
+                "--base-url",
+                &server.base_url(),
+                "--model",
+                "m",
+                "--wal",
+                &sb.wal().display().to_string(),
+                "--cwd",
+                &sb.ws().display().to_string(),
+                "--config",
+                &sb.fast_config("").display().to_string(),
+                "slow",
+            ]
+            .map(str::to_string),
+        )
+        .collect();
+    let line = run
+        .iter()
+        .map(|a| sh_quote(a))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let out = Command::new("script")
+        .args(["-q", "-e", "-c", &line, "/dev/null"])
+        .env("TINYAGENT_HOME", sb.home())
+        .env("XDG_CONFIG_HOME", sb.config_home())
+        .env("NO_COLOR", "1")
+        .env_remove("OPENAI_API_KEY")
+        .output()
+        .unwrap();
+    let screen = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{screen}");
+    assert!(screen.contains("\r\u{1b}[2K      … "), "{screen:?}");
+    assert!(
+        screen.contains(" s · line"),
+        "the last line shown: {screen:?}"
+    );
+    // The log holds the output, not the progress.
+    let recs = read_log(&sb.wal());
+    let result = &records_of(&recs, "tool.result")[0].data["content"];
+    assert_eq!(
+        result.as_str().unwrap(),
+        "line1\nline2\nline3\nline4\nline5\nline6\n[exit code: 0]"
+    );
+
+    // Not a terminal: no progress.
+    let server = MockServer::start(replies());
+    std::fs::remove_file(sb.wal()).unwrap();
+    let out = output(sb.run_cmd(&server.base_url(), "slow"));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("\u{1b}[2K"), "{}", stderr(&out));
+}
