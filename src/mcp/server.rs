@@ -198,10 +198,10 @@ impl Server {
             .and_then(Conn::exit)
             .unwrap_or_else(|| "it was not running".into());
         match self.restart(&mut live, &exit) {
-            Ok(()) => {
-                let conn = live.conn.as_ref().expect("restarted");
-                Ok((conn.service.peer().clone(), conn.exited.clone()))
-            }
+            Ok(()) => match live.conn.as_ref() {
+                Some(conn) => Ok((conn.service.peer().clone(), conn.exited.clone())),
+                None => Err(format!("MCP server `{}` did not start again", self.name())),
+            },
             Err(why) => Err(why),
         }
     }
