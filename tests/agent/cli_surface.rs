@@ -19,17 +19,25 @@ fn tinyagent(sb: &Sandbox) -> Command {
     c
 }
 
+/// `tinyagent run <args> --wal <wal> --cwd <workspace>`; the caller adds
+/// the task.
+fn run_with(sb: &Sandbox, args: &[&str], wal: &std::path::Path) -> Command {
+    let mut c = tinyagent(sb);
+    c.arg("run")
+        .args(args)
+        .arg("--wal")
+        .arg(wal)
+        .arg("--cwd")
+        .arg(sb.ws());
+    c
+}
+
 #[test]
 fn openai_and_anthropic_base_url_variables_are_honoured_below_flags_and_config() {
     let sb = Sandbox::new();
     let server = MockServer::start(vec![MockReply::text("via env")]);
-    let mut c = tinyagent(&sb);
-    c.args(["run", "--model", "m", "--wal"])
-        .arg(sb.wal())
-        .arg("--cwd")
-        .arg(sb.ws())
-        .arg("t")
-        .env("OPENAI_BASE_URL", server.base_url());
+    let mut c = run_with(&sb, &["--model", "m"], &sb.wal());
+    c.arg("t").env("OPENAI_BASE_URL", server.base_url());
     let out = output(c);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(server.request_count(), 1);
@@ -41,20 +49,12 @@ fn openai_and_anthropic_base_url_variables_are_honoured_below_flags_and_config()
 
     // A flag wins over the variable.
     let flagged = MockServer::start(vec![MockReply::text("via flag")]);
-    let mut c = tinyagent(&sb);
-    c.args([
-        "run",
-        "--model",
-        "m",
-        "--base-url",
-        &flagged.base_url(),
-        "--wal",
-    ])
-    .arg(sb.path("two.wal"))
-    .arg("--cwd")
-    .arg(sb.ws())
-    .arg("t")
-    .env("OPENAI_BASE_URL", server.base_url());
+    let mut c = run_with(
+        &sb,
+        &["--model", "m", "--base-url", &flagged.base_url()],
+        &sb.path("two.wal"),
+    );
+    c.arg("t").env("OPENAI_BASE_URL", server.base_url());
     let out = output(c);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!((flagged.request_count(), server.request_count()), (1, 1));
@@ -66,21 +66,14 @@ fn openai_and_anthropic_base_url_variables_are_honoured_below_flags_and_config()
         "stop_reason": "end_turn",
         "usage": {"input_tokens": 3, "output_tokens": 1}
     }))]);
-    let mut c = tinyagent(&sb);
-    c.args([
-        "run",
-        "--provider",
-        "anthropic",
-        "--model",
-        "claude",
-        "--wal",
-    ])
-    .arg(sb.path("three.wal"))
-    .arg("--cwd")
-    .arg(sb.ws())
-    .arg("t")
-    .env("ANTHROPIC_BASE_URL", anthropic.root_url())
-    .env("ANTHROPIC_API_KEY", "sk-ant-test");
+    let mut c = run_with(
+        &sb,
+        &["--provider", "anthropic", "--model", "claude"],
+        &sb.path("three.wal"),
+    );
+    c.arg("t")
+        .env("ANTHROPIC_BASE_URL", anthropic.root_url())
+        .env("ANTHROPIC_API_KEY", "sk-ant-test");
     let out = output(c);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(anthropic.request_count(), 1);
@@ -228,12 +221,8 @@ fn a_global_config_sits_under_the_projects_and_under_the_flags() {
     // The project file raises the step limit; the model name comes from the
     // global file (run_cmd passes --model, so build the command here).
     let project = sb.fast_config("[limits]\nmax_steps = 2\n");
-    let mut c = tinyagent(&sb);
-    c.args(["run", "--base-url", &server.base_url(), "--wal"])
-        .arg(sb.wal())
-        .arg("--cwd")
-        .arg(sb.ws())
-        .arg("--config")
+    let mut c = run_with(&sb, &["--base-url", &server.base_url()], &sb.wal());
+    c.arg("--config")
         .arg(&project)
         .arg("t")
         .env("XDG_CONFIG_HOME", sb.config_home());
@@ -252,33 +241,25 @@ fn a_global_config_sits_under_the_projects_and_under_the_flags() {
     assert_eq!(started["settings"]["price_in"], 2.0);
 
     // A flag over both.
-    let mut c = tinyagent(&sb);
-    c.args([
-        "run",
-        "--base-url",
-        &server.base_url(),
-        "--model",
-        "flag-model",
-        "--wal",
-    ])
-    .arg(sb.path("two.wal"))
-    .arg("--cwd")
-    .arg(sb.ws())
-    .args(["--max-steps", "1", "t"])
-    .env("XDG_CONFIG_HOME", sb.config_home());
+    let mut c = run_with(
+        &sb,
+        &["--base-url", &server.base_url(), "--model", "flag-model"],
+        &sb.path("two.wal"),
+    );
+    c.args(["--max-steps", "1", "t"])
+        .env("XDG_CONFIG_HOME", sb.config_home());
     let out = output(c);
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     assert_eq!(server.requests()[2]["model"], "flag-model");
 
     // A bad global file is refused, naming it, and nothing is written.
     std::fs::write(&global, "[model]\nnmae = \"typo\"\n").unwrap();
-    let mut c = tinyagent(&sb);
-    c.args(["run", "--base-url", &server.base_url(), "--wal"])
-        .arg(sb.path("three.wal"))
-        .arg("--cwd")
-        .arg(sb.ws())
-        .arg("t")
-        .env("XDG_CONFIG_HOME", sb.config_home());
+    let mut c = run_with(
+        &sb,
+        &["--base-url", &server.base_url()],
+        &sb.path("three.wal"),
+    );
+    c.arg("t").env("XDG_CONFIG_HOME", sb.config_home());
     let out = output(c);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(
