@@ -469,17 +469,8 @@ pub fn json_event(seq: u64, event: &Event) -> Option<(&'static str, Value)> {
     let mut data = v.get_mut("data").map(Value::take).unwrap_or(Value::Null);
     let name = match event {
         Event::ToolResult(_) => "tool.finished",
-        Event::ModelResponse(r) => {
-            // Flatten what a consumer wants most.
-            if let Value::Object(m) = &mut data {
-                m.insert("content".into(), Value::String(r.message.content.clone()));
-                m.insert(
-                    "tool_calls".into(),
-                    serde_json::to_value(&r.message.tool_calls).ok()?,
-                );
-            }
-            "model.response"
-        }
+        // Its text and calls are in `message`, once.
+        Event::ModelResponse(_) => "model.response",
         other => other.kind(),
     };
     if let Value::Object(m) = &mut data {

@@ -172,7 +172,8 @@ fn json_events_follow_the_records_in_order() {
             "snapshot.saved",
         ]
     );
-    let ids: Vec<String> = evs[1]["tool_calls"]
+    assert!(evs[1].get("tool_calls").is_none(), "said once, in message");
+    let ids: Vec<String> = evs[1]["message"]["tool_calls"]
         .as_array()
         .unwrap()
         .iter()

@@ -161,6 +161,12 @@ fn a_run_going_on_now_shows_as_running_and_inspect_says_live() {
     let ended = report["last_write_at"].as_str().unwrap();
     assert!(started <= ended, "{started} {ended}");
     assert!(report["duration_s"].as_f64().unwrap() >= 2.5, "{report:#}");
+    // The one step waited three seconds for the model.
+    let times = &report["step_times"];
+    assert_eq!(times["steps"], 1, "{report:#}");
+    assert_eq!(times["slowest_step"], 1);
+    assert!(times["median_s"].as_f64().unwrap() >= 2.5, "{times}");
+    assert_eq!(times["last"][0][0], 1);
     let out = output(cmd(&sb, &sb.ws(), &["log", "inspect", log]));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(

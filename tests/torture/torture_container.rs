@@ -254,6 +254,15 @@ fn round(seed: u64, kills: u64) -> Tally {
     // The model's final answer is recorded: the run is ending, and its end
     // stops the ticker before `run.finished` is written.
     let mut ending = false;
+    let mut ticker_gone = false;
+    // A list of process ids (a member left out when empty reads as none).
+    let ids = |v: &serde_json::Value| -> Vec<String> {
+        v.as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|x| x.as_str().map(str::to_string))
+            .collect()
+    };
     for r in &recs {
         match r.kind.as_str() {
             "model.response" => {
@@ -265,18 +274,27 @@ fn round(seed: u64, kills: u64) -> Tally {
                 assert_eq!(r.data["env"], "container");
                 ticker_recorded = true;
             }
+            "resume" if ticker_gone => {
+                // Reported lost once, then no longer tracked.
+                assert!(ids(&r.data["lost_processes"]).is_empty(), "{}", r.data);
+                assert!(
+                    ids(&r.data["reattached_processes"]).is_empty(),
+                    "{}",
+                    r.data
+                );
+            }
             "resume" if ticker_recorded && ending => {
                 // Killed between the run's end stopping the ticker and
                 // `run.finished`: reattached if the kill came first, else
                 // reported as no longer running; never both.
-                let lost = r.data["lost_processes"].clone();
-                let back = r.data["reattached_processes"].clone();
+                let lost = ids(&r.data["lost_processes"]);
+                let back = ids(&r.data["reattached_processes"]);
                 assert!(
-                    (lost == json!(["p1"]) && back == json!([]))
-                        || (lost == json!([]) && back == json!(["p1"])),
+                    (lost == ["p1"] && back.is_empty()) || (lost.is_empty() && back == ["p1"]),
                     "{}",
                     r.data
                 );
+                ticker_gone = lost == ["p1"];
             }
             "resume" if ticker_recorded => {
                 // Reattached: it runs until the run ends.

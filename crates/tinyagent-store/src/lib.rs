@@ -54,7 +54,7 @@ pub use seams::TestSeams;
 pub use snapshot::SnapshotSaved;
 pub use store::{
     DEFAULT_SNAPSHOT_EVERY, Loaded, OpenReport, Store, StoreError, StoreOptions, load,
-    load_observed, load_with,
+    load_observed, load_observed_frames, load_with,
 };
 
 use serde::Serialize;

@@ -18,6 +18,7 @@ use crate::snapshot::{
     self, SnapshotError, SnapshotHook, SnapshotSaved, SnapshotWriter, WriterConfig,
 };
 use crate::wal::WalError;
+use crate::wal::frame::Frame;
 use crate::wal::reader::{RecordPos, ScanReport, TornTail, check_record_at, scan};
 use crate::wal::writer::{Appended, IoStats, LockedLog, WalWriter};
 use crate::{Fold, Record};
@@ -617,7 +618,7 @@ pub fn load_with<R: Record, S: Fold<R>>(
             warnings,
         });
     }
-    full_load(path, warnings, |_: &R| {})
+    full_load(path, warnings, |_: &Frame<R>| {})
 }
 
 /// [`load`], also showing every record read to `observe` (one pass over the
@@ -627,7 +628,19 @@ pub fn load_with<R: Record, S: Fold<R>>(
 /// As [`load`].
 pub fn load_observed<R: Record, S: Fold<R>>(
     path: &Path,
-    observe: impl FnMut(&R),
+    mut observe: impl FnMut(&R),
+) -> Result<Loaded<S>, StoreError> {
+    check_regular(path)?;
+    full_load(path, Vec::new(), |f: &Frame<R>| observe(&f.event))
+}
+
+/// [`load_observed`], shown each whole frame (its `seq` and `ts` too).
+///
+/// # Errors
+/// As [`load_observed`].
+pub fn load_observed_frames<R: Record, S: Fold<R>>(
+    path: &Path,
+    observe: impl FnMut(&Frame<R>),
 ) -> Result<Loaded<S>, StoreError> {
     check_regular(path)?;
     full_load(path, Vec::new(), observe)
@@ -636,7 +649,7 @@ pub fn load_observed<R: Record, S: Fold<R>>(
 fn full_load<R: Record, S: Fold<R>>(
     path: &Path,
     warnings: Vec<String>,
-    mut observe: impl FnMut(&R),
+    mut observe: impl FnMut(&Frame<R>),
 ) -> Result<Loaded<S>, StoreError> {
     // Note which snapshot (if any) matches a record of this log.
     let cands: Vec<(PathBuf, RecordPos)> =
@@ -648,7 +661,7 @@ fn full_load<R: Record, S: Fold<R>>(
     let mut state = S::default();
     let scan = scan::<R>(path, None, |f, pos| {
         state.apply(&f.event);
-        observe(&f.event);
+        observe(f);
         if let Some((p, _)) = cands.iter().find(|(_, c)| c == pos)
             && matched.as_ref().is_none_or(|m| m.seq < pos.seq)
         {

@@ -112,6 +112,16 @@ fn header(r: &Report, out: &mut dyn Write) -> io::Result<()> {
         }
         row(out, "time", &when)?;
     }
+    if let Some(t) = &r.step_times {
+        row(
+            out,
+            "steps",
+            &format!(
+                "{} timed: median {:.2} s, p90 {:.2} s, slowest step {} ({:.2} s)",
+                t.steps, t.median_s, t.p90_s, t.slowest_step, t.max_s
+            ),
+        )?;
+    }
     row(out, "integrity", &integrity(r))?;
     if let Some(c) = &r.container {
         row(

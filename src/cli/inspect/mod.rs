@@ -207,6 +207,75 @@ pub struct Report {
     pub live: bool,
     /// The run's container (container environment), null otherwise.
     pub container: Option<ContainerJson>,
+    /// How long the steps took (null before the first step is saved).
+    pub step_times: Option<StepTimesJson>,
+}
+
+/// Step durations: from the end of the step before (or the start, or a
+/// resume) to the step's `step.saved`, so the time a stopped run lay dead
+/// is not counted.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StepTimesJson {
+    pub steps: u64,
+    pub median_s: f64,
+    pub p90_s: f64,
+    pub max_s: f64,
+    /// The slowest step.
+    pub slowest_step: u64,
+    /// The latest steps, oldest first: (step, seconds).
+    pub last: Vec<(u64, f64)>,
+}
+
+/// Collects [`StepTimesJson`] while the log is read: one number a step.
+#[derive(Debug, Default)]
+struct StepTimes {
+    since: Option<std::time::SystemTime>,
+    seconds: Vec<(u64, f64)>,
+}
+
+impl StepTimes {
+    fn add(&mut self, ts: &str, event: &Event) {
+        let Ok(at) = humantime::parse_rfc3339(ts) else {
+            return;
+        };
+        match event {
+            Event::RunStarted(_) | Event::Resume(_) => self.since = Some(at),
+            Event::StepSaved(s) => {
+                if let Some(d) = self.since.and_then(|from| at.duration_since(from).ok()) {
+                    self.seconds.push((s.step, d.as_secs_f64()));
+                }
+                self.since = Some(at);
+            }
+            _ => {}
+        }
+    }
+
+    fn json(&self) -> Option<StepTimesJson> {
+        if self.seconds.is_empty() {
+            return None;
+        }
+        let round = |x: f64| (x * 1000.0).round() / 1000.0;
+        let mut sorted: Vec<f64> = self.seconds.iter().map(|(_, s)| *s).collect();
+        sorted.sort_by(f64::total_cmp);
+        let at = |q: f64| sorted[((sorted.len() - 1) as f64 * q).round() as usize];
+        let (slowest_step, max) = self
+            .seconds
+            .iter()
+            .copied()
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .unwrap_or((0, 0.0));
+        Some(StepTimesJson {
+            steps: self.seconds.len() as u64,
+            median_s: round(at(0.5)),
+            p90_s: round(at(0.9)),
+            max_s: round(max),
+            slowest_step,
+            last: self.seconds[self.seconds.len().saturating_sub(10)..]
+                .iter()
+                .map(|&(step, secs)| (step, round(secs)))
+                .collect(),
+        })
+    }
 }
 
 /// The container of a run in the container environment.
@@ -413,6 +482,7 @@ impl Report {
             last_write_at: None,
             duration_s: None,
             live: false,
+            step_times: None,
             checkpoints: CheckpointsJson {
                 count: summary.checkpoint_count,
                 store: crate::checkpoint::store_dir(path).display().to_string(),
@@ -476,7 +546,11 @@ pub fn read_report(path: &Path) -> anyhow::Result<Report> {
     // Hook runs are not part of the folded state: they are counted in the
     // same pass that replays the log.
     let mut hooks = HooksJson::default();
-    let loaded = tinyagent_store::load_observed::<Event, Summary>(path, |e| hooks.add(e))?;
+    let mut times = StepTimes::default();
+    let loaded = tinyagent_store::load_observed_frames::<Event, Summary>(path, |f| {
+        hooks.add(&f.event);
+        times.add(&f.ts, &f.event);
+    })?;
     if let Some(e) = not_a_log(path, &loaded.scan) {
         return Err(e.into());
     }
@@ -488,6 +562,7 @@ pub fn read_report(path: &Path) -> anyhow::Result<Report> {
     report.hooks = hooks;
     report.warnings = loaded.warnings;
     report.live = locked(path);
+    report.step_times = times.json();
     report.started_at = first_ts(path);
     let modified = std::fs::metadata(path).and_then(|m| m.modified()).ok();
     report.last_write_at = modified.map(|t| humantime::format_rfc3339_millis(t).to_string());
