@@ -33,7 +33,20 @@ fn open_within_30s(p: &Path) -> (Sum, OpenReport) {
     let (tx, rx) = mpsc::channel();
     let path = p.to_path_buf();
     std::thread::spawn(move || {
-        let (s, report) = Store::<Op, Sum>::open(&path, opts(0)).unwrap();
+        // Another test of this binary may be forking a child at this very
+        // moment, which holds every open lock until it execs: wait for it,
+        // as `tinyagent resume` does.
+        let deadline = std::time::Instant::now() + Duration::from_secs(2);
+        let (s, report) = loop {
+            match Store::<Op, Sum>::open(&path, opts(0)) {
+                Err(tinyagent_store::StoreError::Locked { .. })
+                    if std::time::Instant::now() < deadline =>
+                {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                other => break other.unwrap(),
+            }
+        };
         let _ = tx.send((s.state().clone(), report));
     });
     rx.recv_timeout(Duration::from_secs(30))
