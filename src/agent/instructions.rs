@@ -70,6 +70,14 @@ fn read_plain(path: &Path, limit: usize) -> Result<Option<Vec<u8>>, String> {
         .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
         .open(path)
         .map_err(|e| format!("{}: {e}", path.display()))?;
+    // What was opened, not what was looked at: the name may have been
+    // swapped for a FIFO or a device in between.
+    if !f.metadata().is_ok_and(|m| m.is_file()) {
+        return Err(format!(
+            "{} is not a regular file; not read",
+            path.display()
+        ));
+    }
     let mut bytes = Vec::new();
     f.take(limit as u64 + 1)
         .read_to_end(&mut bytes)
