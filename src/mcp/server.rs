@@ -44,7 +44,7 @@ struct Conn {
     pgid: u32,
     /// How the process ended, once it has.
     exited: Shared<Option<String>>,
-    stderr: Shared<Vec<u8>>,
+    stderr: Shared<StderrTail>,
 }
 
 impl Conn {
@@ -345,7 +345,7 @@ struct Spawned {
     stdout: std::process::ChildStdout,
     pid: u32,
     exited: Shared<Option<String>>,
-    stderr: Shared<Vec<u8>>,
+    stderr: Shared<StderrTail>,
 }
 
 /// Spawns the server process on a thread that then waits for it.
@@ -364,7 +364,7 @@ fn spawn(spec: &ServerSpec) -> Result<Spawned, String> {
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     crate::tools::group::die_with_agent(&mut cmd);
     let exited: Shared<Option<String>> = Arc::default();
-    let stderr: Shared<Vec<u8>> = Arc::default();
+    let stderr: Shared<StderrTail> = Arc::default();
     let (tx, rx) = sync_channel(1);
     let (exited2, stderr2) = (exited.clone(), stderr.clone());
     std::thread::Builder::new()
@@ -422,7 +422,7 @@ fn describe_exit(status: std::process::ExitStatus) -> String {
 }
 
 /// Reads the server's stderr on a thread, keeping its last bytes.
-fn keep_stderr(mut err: std::process::ChildStderr, tail: Shared<Vec<u8>>) {
+fn keep_stderr(mut err: std::process::ChildStderr, tail: Shared<StderrTail>) {
     let _ = std::thread::Builder::new()
         .name("mcp-stderr".into())
         .spawn(move || {
@@ -432,15 +432,26 @@ fn keep_stderr(mut err: std::process::ChildStderr, tail: Shared<Vec<u8>>) {
                     break;
                 }
                 let mut t = lock(&tail);
-                t.extend_from_slice(&buf[..n]);
-                let excess = t.len().saturating_sub(STDERR_TAIL);
-                t.drain(..excess);
+                t.bytes.extend_from_slice(&buf[..n]);
+                let excess = t.bytes.len().saturating_sub(STDERR_TAIL);
+                t.bytes.drain(..excess);
             }
+            lock(&tail).closed = true;
         });
 }
 
-fn stderr_tail(tail: &Shared<Vec<u8>>) -> String {
-    String::from_utf8_lossy(&lock(tail)).trim().to_string()
+/// The end of a server's stderr, and whether the pipe has been read to its
+/// end (everything the process wrote is in).
+#[derive(Default)]
+struct StderrTail {
+    bytes: Vec<u8>,
+    closed: bool,
+}
+
+fn stderr_tail(tail: &Shared<StderrTail>) -> String {
+    String::from_utf8_lossy(&lock(tail).bytes)
+        .trim()
+        .to_string()
 }
 
 /// Spawns the server, initializes the session and lists the tools, within
@@ -511,9 +522,10 @@ fn connect(
         )),
         Err(why) => {
             host::kill_group(pid);
-            // Give its stderr a moment to drain into the tail.
+            // Give it a moment to be reaped and its stderr to be read to
+            // the end (the two happen on different threads).
             let deadline = Instant::now() + Duration::from_millis(500);
-            while lock(&exited).is_none() && Instant::now() < deadline {
+            while (lock(&exited).is_none() || !lock(&stderr).closed) && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(10));
             }
             let exit = lock(&exited).clone();
