@@ -630,6 +630,28 @@ fn sh_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
+/// Runs `tinyagent <args>` on a pseudo-terminal (`script` gives it one);
+/// its stdout is what the terminal showed.
+fn on_terminal(sb: &Sandbox, args: &[String], env: &[(&str, &str)]) -> std::process::Output {
+    let line = std::iter::once(bin().display().to_string())
+        .chain(args.iter().cloned())
+        .map(|a| sh_quote(&a))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut c = Command::new("script");
+    c.args(["-q", "-e", "-c", &line, "/dev/null"])
+        .current_dir(sb.dir.path())
+        .env("TINYAGENT_HOME", sb.home())
+        .env("XDG_CONFIG_HOME", sb.config_home())
+        .env_remove("NO_COLOR")
+        .env_remove("PAGER")
+        .env_remove("OPENAI_API_KEY");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().unwrap()
+}
+
 #[test]
 fn a_long_command_shows_its_time_and_last_line_on_a_terminal_and_nowhere_else() {
     let sb = Sandbox::new();
@@ -640,41 +662,24 @@ fn a_long_command_shows_its_time_and_last_line_on_a_terminal_and_nowhere_else() 
             MockReply::text("done"),
         ]
     };
-    // On a terminal: `script` gives the run a pseudo-terminal.
+    // On a terminal.
     let server = MockServer::start(replies());
-    let run: Vec<String> = [bin().display().to_string()]
-        .into_iter()
-        .chain(
-            [
-                "run",
-                "--base-url",
-                &server.base_url(),
-                "--model",
-                "m",
-                "--wal",
-                &sb.wal().display().to_string(),
-                "--cwd",
-                &sb.ws().display().to_string(),
-                "--config",
-                &sb.fast_config("").display().to_string(),
-                "slow",
-            ]
-            .map(str::to_string),
-        )
-        .collect();
-    let line = run
-        .iter()
-        .map(|a| sh_quote(a))
-        .collect::<Vec<_>>()
-        .join(" ");
-    let out = Command::new("script")
-        .args(["-q", "-e", "-c", &line, "/dev/null"])
-        .env("TINYAGENT_HOME", sb.home())
-        .env("XDG_CONFIG_HOME", sb.config_home())
-        .env("NO_COLOR", "1")
-        .env_remove("OPENAI_API_KEY")
-        .output()
-        .unwrap();
+    let args = [
+        "run",
+        "--base-url",
+        &server.base_url(),
+        "--model",
+        "m",
+        "--wal",
+        &sb.wal().display().to_string(),
+        "--cwd",
+        &sb.ws().display().to_string(),
+        "--config",
+        &sb.fast_config("").display().to_string(),
+        "slow",
+    ]
+    .map(str::to_string);
+    let out = on_terminal(&sb, &args, &[("NO_COLOR", "1")]);
     let screen = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{screen}");
     assert!(screen.contains("\r\u{1b}[2K      … "), "{screen:?}");
@@ -696,4 +701,97 @@ fn a_long_command_shows_its_time_and_last_line_on_a_terminal_and_nowhere_else() 
     let out = output(sb.run_cmd(&server.base_url(), "slow"));
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(!stderr(&out).contains("\u{1b}[2K"), "{}", stderr(&out));
+}
+
+#[test]
+fn on_a_terminal_colour_is_on_unless_no_color_says_otherwise() {
+    let sb = Sandbox::new();
+    std::fs::write(sb.ws().join("a.txt"), "one\ntwo\n").unwrap();
+    let run = |extra: &[&str], env: &[(&str, &str)]| {
+        let server = MockServer::start(vec![
+            MockReply::tool_call(
+                "edit",
+                serde_json::json!({"path": "a.txt", "old_string": "two", "new_string": "TWO"}),
+            ),
+            MockReply::text("done"),
+        ]);
+        let _ = std::fs::remove_file(sb.wal());
+        std::fs::write(sb.ws().join("a.txt"), "one\ntwo\n").unwrap();
+        let args = [
+            "run",
+            "--base-url",
+            &server.base_url(),
+            "--model",
+            "m",
+            "--wal",
+            &sb.wal().display().to_string(),
+            "--cwd",
+            &sb.ws().display().to_string(),
+            "--config",
+            &sb.fast_config("").display().to_string(),
+        ]
+        .map(str::to_string);
+        let args: Vec<String> = args
+            .into_iter()
+            .chain(extra.iter().map(|a| (*a).to_string()))
+            .chain(["t".to_string()])
+            .collect();
+        let out = on_terminal(&sb, &args, env);
+        let screen = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "{screen}");
+        screen
+    };
+    let auto = run(&[], &[]);
+    assert!(auto.contains("\u{1b}[32m+TWO\u{1b}[0m"), "{auto:?}");
+    let plain = run(&[], &[("NO_COLOR", "1")]);
+    assert!(plain.contains("+TWO"), "{plain:?}");
+    assert!(!plain.contains("\u{1b}[32m"), "{plain:?}");
+    // An empty NO_COLOR is not set; the flag wins over the variable.
+    let empty = run(&[], &[("NO_COLOR", "")]);
+    assert!(empty.contains("\u{1b}[32m+TWO"), "{empty:?}");
+    let forced = run(&["--color", "always"], &[("NO_COLOR", "1")]);
+    assert!(forced.contains("\u{1b}[31m-two"), "{forced:?}");
+    let never = run(&["--color", "never"], &[]);
+    assert!(!never.contains("\u{1b}[3"), "{never:?}");
+}
+
+#[test]
+fn log_show_goes_through_the_pager_on_a_terminal_only() {
+    let sb = Sandbox::new();
+    let server = MockServer::start(vec![MockReply::text("The answer.")]);
+    let out = output(sb.run_cmd(&server.base_url(), "ask"));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // A pager that keeps what it was given.
+    let kept = sb.path("paged.txt");
+    let pager = sb.path("pager.sh");
+    std::fs::write(
+        &pager,
+        format!(
+            "#!/bin/sh\ncat > {}\necho PAGER-RAN\n",
+            sh_quote(&kept.display().to_string())
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&pager, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let args = ["log", "show", &sb.wal().display().to_string()].map(str::to_string);
+    let pager_var = pager.display().to_string();
+    let out = on_terminal(&sb, &args, &[("PAGER", &pager_var)]);
+    let screen = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{screen}");
+    assert!(screen.contains("PAGER-RAN"), "{screen:?}");
+    let paged = std::fs::read_to_string(&kept).unwrap();
+    assert!(
+        paged.contains("task:\n  ask") && paged.contains("The answer."),
+        "{paged}"
+    );
+    assert!(!screen.contains("The answer."), "{screen:?}");
+    // Not a terminal: straight to stdout, no pager.
+    std::fs::remove_file(&kept).unwrap();
+    let mut c = tinyagent(&sb);
+    c.args(["log", "show"])
+        .arg(sb.wal())
+        .env("PAGER", &pager_var);
+    let out = output(c);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("The answer."));
+    assert!(!kept.exists(), "the pager ran without a terminal");
 }
