@@ -52,6 +52,7 @@ pub fn remember(home: &Path, url: &str) -> Result<(), CliError> {
         )
     };
     tinyagent_store::fsutil::create_dir_all_durable(home).map_err(fail)?;
+    let new = !path.exists();
     let mut f = std::fs::OpenOptions::new()
         .append(true)
         .create(true)
@@ -62,7 +63,12 @@ pub fn remember(home: &Path, url: &str) -> Result<(), CliError> {
     // One write of a whole line: concurrent runs never interleave.
     f.write_all(format!("{}\n", normal(url)).as_bytes())
         .and_then(|()| f.sync_data())
-        .map_err(fail)
+        .map_err(fail)?;
+    // A new file's name must survive a crash too.
+    if new {
+        tinyagent_store::fsutil::sync_parent_dir(&path).map_err(fail)?;
+    }
+    Ok(())
 }
 
 /// Refuses to send a key to `url` when it came from the log alone and the
