@@ -630,6 +630,29 @@ fn sh_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
+/// The words of `run` against `server` with the sandbox's log, workspace
+/// and fast config, `extra` flags and the task.
+fn terminal_run_args(sb: &Sandbox, server: &MockServer, extra: &[&str], task: &str) -> Vec<String> {
+    let fixed = [
+        "run".to_string(),
+        "--base-url".into(),
+        server.base_url(),
+        "--model".into(),
+        "m".into(),
+        "--wal".into(),
+        sb.wal().display().to_string(),
+        "--cwd".into(),
+        sb.ws().display().to_string(),
+        "--config".into(),
+        sb.fast_config("").display().to_string(),
+    ];
+    fixed
+        .into_iter()
+        .chain(extra.iter().map(|a| (*a).to_string()))
+        .chain([task.to_string()])
+        .collect()
+}
+
 /// Runs `tinyagent <args>` on a pseudo-terminal (`script` gives it one);
 /// its stdout is what the terminal showed.
 fn on_terminal(sb: &Sandbox, args: &[String], env: &[(&str, &str)]) -> std::process::Output {
@@ -664,21 +687,7 @@ fn a_long_command_shows_its_time_and_last_line_on_a_terminal_and_nowhere_else() 
     };
     // On a terminal.
     let server = MockServer::start(replies());
-    let args = [
-        "run",
-        "--base-url",
-        &server.base_url(),
-        "--model",
-        "m",
-        "--wal",
-        &sb.wal().display().to_string(),
-        "--cwd",
-        &sb.ws().display().to_string(),
-        "--config",
-        &sb.fast_config("").display().to_string(),
-        "slow",
-    ]
-    .map(str::to_string);
+    let args = terminal_run_args(&sb, &server, &[], "slow");
     let out = on_terminal(&sb, &args, &[("NO_COLOR", "1")]);
     let screen = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{screen}");
@@ -717,25 +726,7 @@ fn on_a_terminal_colour_is_on_unless_no_color_says_otherwise() {
         ]);
         let _ = std::fs::remove_file(sb.wal());
         std::fs::write(sb.ws().join("a.txt"), "one\ntwo\n").unwrap();
-        let args = [
-            "run",
-            "--base-url",
-            &server.base_url(),
-            "--model",
-            "m",
-            "--wal",
-            &sb.wal().display().to_string(),
-            "--cwd",
-            &sb.ws().display().to_string(),
-            "--config",
-            &sb.fast_config("").display().to_string(),
-        ]
-        .map(str::to_string);
-        let args: Vec<String> = args
-            .into_iter()
-            .chain(extra.iter().map(|a| (*a).to_string()))
-            .chain(["t".to_string()])
-            .collect();
+        let args = terminal_run_args(&sb, &server, extra, "t");
         let out = on_terminal(&sb, &args, env);
         let screen = String::from_utf8_lossy(&out.stdout).into_owned();
         assert!(out.status.success(), "{screen}");
