@@ -24,7 +24,8 @@ use crate::support::mock::{MockReply, MockServer, RecordedRequest};
 use crate::support::require::{self, require};
 use crate::support::torture;
 use crate::support::torture::driver::{Ending, kill_at};
-use serde_json::{Value, json};
+use crate::support::torture::host::{self, decoys, started_unfinished};
+use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::process::{Command, Stdio};
@@ -89,55 +90,6 @@ fn reply(req: &RecordedRequest) -> MockReply {
         .with_ids(&[&id]);
     }
     MockReply::tool_call("bash", json!({"command": command(n)})).with_ids(&[&id])
-}
-
-fn complete_records(wal: &std::path::Path) -> Vec<Value> {
-    let bytes = std::fs::read(wal).unwrap_or_default();
-    bytes
-        .split(|b| *b == b'\n')
-        .filter_map(|l| serde_json::from_slice::<Value>(l).ok())
-        .collect()
-}
-
-fn started_unfinished(wal: &std::path::Path) -> BTreeSet<String> {
-    let mut open = BTreeSet::new();
-    for r in complete_records(wal) {
-        let id = r["data"]["call_id"].as_str().unwrap_or("").to_string();
-        match r["type"].as_str() {
-            Some("tool.started") => {
-                open.insert(id);
-            }
-            Some("tool.result") => {
-                open.remove(&id);
-            }
-            _ => {}
-        }
-    }
-    open
-}
-
-struct Decoy {
-    child: std::process::Child,
-    start_time: u64,
-}
-
-fn start_time(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(22 - 3)?.parse().ok()
-}
-
-fn decoys() -> Vec<Decoy> {
-    (0..3)
-        .map(|_| {
-            let mut cmd = Command::new("sleep");
-            cmd.arg("600");
-            std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-            let child = cmd.spawn().expect("decoy");
-            let start_time = start_time(child.id()).expect("decoy start time");
-            Decoy { child, start_time }
-        })
-        .collect()
 }
 
 #[derive(Debug, Default)]
@@ -380,15 +332,7 @@ fn killed_container_runs_reattach_and_leave_nothing_that_acts_after_resume() {
         sum.reattached,
         sum.late_effects
     );
-    for d in &mut decoys {
-        assert!(
-            d.child.try_wait().expect("decoy").is_none()
-                && start_time(d.child.id()) == Some(d.start_time),
-            "a decoy process of the host was stopped"
-        );
-        let _ = d.child.kill();
-        let _ = d.child.wait();
-    }
+    host::check_and_end_decoys(&mut decoys);
     assert_eq!(sum.late_effects, 0, "side effects after the model was told");
     assert!(sum.kills >= total);
 }

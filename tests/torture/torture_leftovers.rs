@@ -26,9 +26,9 @@ use crate::support::torture;
 use crate::support::torture::driver::{
     Ending, attempt_stderr, clear_log, has_record, kill_at, to_files,
 };
-use serde_json::{Value, json};
+use crate::support::torture::host::{self, decoys, started_unfinished};
+use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Kills in short mode.
@@ -83,58 +83,6 @@ fn reply(req: &RecordedRequest) -> MockReply {
         return MockReply::text("all turns done");
     }
     MockReply::tool_call("bash", json!({"command": command(n)})).with_ids(&[&format!("lq{n}x0")])
-}
-
-/// The complete records of a log that may end torn.
-fn complete_records(wal: &std::path::Path) -> Vec<Value> {
-    let bytes = std::fs::read(wal).unwrap_or_default();
-    bytes
-        .split(|b| *b == b'\n')
-        .filter_map(|l| serde_json::from_slice::<Value>(l).ok())
-        .collect()
-}
-
-/// Calls with `tool.started` and no `tool.result` in the log as it is now.
-fn started_unfinished(wal: &std::path::Path) -> BTreeSet<String> {
-    let mut open = BTreeSet::new();
-    for r in complete_records(wal) {
-        let id = r["data"]["call_id"].as_str().unwrap_or("").to_string();
-        match r["type"].as_str() {
-            Some("tool.started") => {
-                open.insert(id);
-            }
-            Some("tool.result") => {
-                open.remove(&id);
-            }
-            _ => {}
-        }
-    }
-    open
-}
-
-/// A process of the machine that must never be stopped.
-struct Decoy {
-    child: std::process::Child,
-    start_time: u64,
-}
-
-fn start_time(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(22 - 3)?.parse().ok()
-}
-
-fn decoys() -> Vec<Decoy> {
-    (0..3)
-        .map(|_| {
-            let mut cmd = Command::new("sleep");
-            cmd.arg("600");
-            std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-            let child = cmd.spawn().expect("decoy");
-            let start_time = start_time(child.id()).expect("decoy start time");
-            Decoy { child, start_time }
-        })
-        .collect()
 }
 
 #[derive(Debug, Default)]
@@ -295,15 +243,7 @@ fn killed_runs_leave_nothing_that_acts_after_resume() {
         sum.late_effects,
         sum.startup_effects
     );
-    for d in &mut decoys {
-        assert!(
-            d.child.try_wait().expect("decoy").is_none()
-                && start_time(d.child.id()) == Some(d.start_time),
-            "a decoy process of the machine was stopped"
-        );
-        let _ = d.child.kill();
-        let _ = d.child.wait();
-    }
+    host::check_and_end_decoys(&mut decoys);
     assert_eq!(sum.late_effects, 0, "side effects after the model was told");
     assert!(sum.kills >= total);
 }

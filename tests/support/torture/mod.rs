@@ -7,6 +7,7 @@
 pub mod checks;
 pub mod driver;
 pub mod faults;
+pub mod host;
 pub mod script;
 
 /// The seed of a randomized test: `TINYAGENT_TORTURE_SEED` or the clock.
