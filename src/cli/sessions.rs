@@ -72,6 +72,38 @@ impl Session {
     }
 }
 
+/// Fills in whether each run's container runs: one question to each
+/// engine, not one a run.
+fn container_states(rows: &mut [Session]) {
+    use crate::tools::container;
+    let mut by_engine: std::collections::BTreeMap<Option<String>, Vec<String>> =
+        std::collections::BTreeMap::new();
+    for c in rows.iter().filter_map(|r| r.container.as_ref()) {
+        by_engine
+            .entry(c.engine.clone())
+            .or_default()
+            .push(c.name.clone());
+    }
+    for (engine, names) in by_engine {
+        let kind = engine.as_deref().and_then(|e| {
+            crate::config::parse_enum::<crate::config::EngineKind>("env.engine", e).ok()
+        });
+        let states = container::find_engine(kind)
+            .ok()
+            .and_then(|(_, binary)| container::states_of(&binary, &names).ok());
+        for c in rows
+            .iter_mut()
+            .filter_map(|r| r.container.as_mut())
+            .filter(|c| c.engine == engine)
+        {
+            c.state = states
+                .as_ref()
+                .and_then(|s| s.get(&c.name))
+                .map_or_else(|| "unknown".to_string(), |s| s.as_str().to_string());
+        }
+    }
+}
+
 /// Every run under `home`, newest first; only those of `workspace` when
 /// given (compared as canonical paths).
 pub fn list(home: &Path, workspace: Option<&Path>) -> Vec<Session> {
@@ -88,12 +120,7 @@ pub fn list(home: &Path, workspace: Option<&Path>) -> Vec<Session> {
     let mut rows: Vec<Session> = logs
         .iter()
         .map(|log| match read_report(log) {
-            Ok(mut r) => {
-                if let Some(c) = r.container.as_mut() {
-                    super::inspect::container_state(c);
-                }
-                Session::of(log, &r)
-            }
+            Ok(r) => Session::of(log, &r),
             Err(e) => Session::unreadable(log, e.to_string()),
         })
         .filter(|s| match (&want, &s.workspace) {
@@ -104,6 +131,7 @@ pub fn list(home: &Path, workspace: Option<&Path>) -> Vec<Session> {
             (Some(_), None) => false,
         })
         .collect();
+    container_states(&mut rows);
     // Newest first: the start time, then the log's name (run ids sort by
     // time too).
     rows.sort_by(|a, b| {

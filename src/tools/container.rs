@@ -548,6 +548,56 @@ pub fn state_of(binary: &Path, name: &str) -> io::Result<ContainerState> {
     })
 }
 
+/// The states of many containers with two engine calls (whatever their
+/// number): `ps` says which exist, one `inspect` whether they run. A name
+/// the engine does not know is [`ContainerState::Gone`].
+///
+/// # Errors
+/// When the engine cannot be asked.
+pub fn states_of(
+    binary: &Path,
+    names: &[String],
+) -> Result<std::collections::HashMap<String, ContainerState>, String> {
+    let existing: std::collections::HashSet<String> = list_containers(binary)?
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    let mut states: std::collections::HashMap<String, ContainerState> = names
+        .iter()
+        .map(|n| (n.clone(), ContainerState::Gone))
+        .collect();
+    let ask: Vec<&String> = names.iter().filter(|n| existing.contains(*n)).collect();
+    if ask.is_empty() {
+        return Ok(states);
+    }
+    let out = engine_command(binary)
+        .args([
+            "container",
+            "inspect",
+            "--format",
+            "{{.Name}}\t{{.State.Running}}",
+        ])
+        .args(&ask)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| e.to_string())?;
+    // A container removed between the two calls makes inspect fail for it
+    // alone; the others are still printed.
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        if let Some((name, running)) = line.split_once('\t') {
+            let name = name.trim().trim_start_matches('/');
+            if let Some(state) = states.get_mut(name) {
+                *state = if running.trim() == "true" {
+                    ContainerState::Running
+                } else {
+                    ContainerState::Stopped
+                };
+            }
+        }
+    }
+    Ok(states)
+}
+
 /// Removes container `name` (no error when it is gone).
 pub fn remove(binary: &Path, name: &str) -> Result<(), String> {
     let out = engine_command(binary)
