@@ -512,7 +512,12 @@ pub async fn resume(args: &ResumeArgs) -> Result<i32, CliError> {
     confirm_workspace(&mut source, &mut first, args)?;
     let first_config = config_for(&first, args)?;
     // The servers run (in the workspace) from here until the run ends.
-    let mcp = super::run::start_mcp(&local.mcp, &first_config)?;
+    let wal = match &source {
+        Source::Log(wal) => wal,
+        Source::Trajectory(t) => &t.wal,
+    };
+    let protected = super::run::protected_for(wal, args.config.as_deref(), &first_config);
+    let mcp = super::run::start_mcp(&local.mcp, &first_config, &protected)?;
     tools_for(&first, &mcp)?;
     let mut options = store_options(&first_config);
     options.seams = test_seams()?;

@@ -207,24 +207,46 @@ pub fn resolve_engine(config: &mut RunConfig) -> Result<(), CliError> {
 
 /// Starts the enabled MCP servers of the local config for a run with
 /// `config` (a failure is refused, naming the server). Their environment
-/// lacks the run's `api_key_env` besides every usual key variable.
-pub fn start_mcp(servers: &McpSection, config: &RunConfig) -> Result<McpServers, CliError> {
+/// lacks the run's `api_key_env` besides every usual key variable. In the
+/// sandbox environment they run inside the same bubblewrap sandbox as the
+/// run's commands (the run's own files out of reach, `protected`); the
+/// container environment refuses them, since its container is started only
+/// once the run's first record (which lists their tools) is written.
+pub fn start_mcp(
+    servers: &McpSection,
+    config: &RunConfig,
+    protected: &crate::tools::protected::Protected,
+) -> Result<McpServers, CliError> {
     let hide: Vec<String> = config.model.api_key_env.iter().cloned().collect();
-    let specs = ServerSpec::enabled(&servers.servers, &config.workspace, &hide);
+    let mut specs = ServerSpec::enabled(&servers.servers, &config.workspace, &hide);
     if specs.is_empty() {
         return Ok(McpServers::default());
     }
-    if config.env != crate::config::EnvKind::Local {
-        return Err(CliError::refused(format!(
-            "MCP servers ({}) run on the host, outside the {env}: they cannot be used with \
-             env.kind = \"{env}\" (disable them with enabled = false)",
-            specs
-                .iter()
-                .map(|s| s.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", "),
-            env = config.env.as_str()
-        )));
+    match config.env {
+        EnvKind::Local => {}
+        EnvKind::Sandbox => {
+            let sandbox = crate::tools::env::SandboxEnv::new(config.network)
+                .map_err(|e| CliError::new(1, e.to_string()))?
+                .protecting(protected.clone());
+            sandbox
+                .check(&config.workspace)
+                .map_err(|e| CliError::new(1, e.to_string()))?;
+            for spec in &mut specs {
+                spec.confine = Some(sandbox.clone());
+            }
+        }
+        EnvKind::Container => {
+            return Err(CliError::refused(format!(
+                "MCP servers ({}) cannot be used with env.kind = \"container\" (they would run \
+                 on the host, outside the container; disable them with enabled = false, or use \
+                 env.kind = \"sandbox\")",
+                specs
+                    .iter()
+                    .map(|s| s.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
     }
     tokio::task::block_in_place(|| McpServers::start(specs)).map_err(|e| {
         match crate::signals::received() {
@@ -267,7 +289,11 @@ pub fn new_run(args: &RunArgs, config: RunConfig, mcp: &McpSection) -> Result<Ru
         read_only: config.read_only,
         plan: config.plan_enabled,
     };
-    let servers = start_mcp(mcp, &config)?;
+    let servers = start_mcp(
+        mcp,
+        &config,
+        &protected_for(&wal, args.config.as_deref(), &config),
+    )?;
     let tools = tool_set(opts, &servers)?;
     let workspace = config.workspace.display().to_string();
     let instructions = if args.no_agents_md {

@@ -65,6 +65,9 @@ pub struct ServerSpec {
     /// Variables taken out of its environment besides the usual key
     /// variables (the run's `api_key_env`).
     pub hide: Vec<String>,
+    /// The sandbox it runs in (`env.kind = "sandbox"`), like every command
+    /// of the run; `None` runs it on the host.
+    pub confine: Option<crate::tools::env::SandboxEnv>,
 }
 
 impl ServerSpec {
@@ -87,6 +90,7 @@ impl ServerSpec {
                     .map_or(DEFAULT_STARTUP_TIMEOUT, Duration::from_millis),
                 cwd: workspace.to_path_buf(),
                 hide: hide.to_vec(),
+                confine: None,
             })
             .collect()
     }

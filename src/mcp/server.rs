@@ -350,10 +350,25 @@ struct Spawned {
 
 /// Spawns the server process on a thread that then waits for it.
 fn spawn(spec: &ServerSpec) -> Result<Spawned, String> {
-    let mut cmd = Command::new(&spec.command);
-    cmd.args(&spec.args)
-        .current_dir(&spec.cwd)
-        .stdin(Stdio::piped())
+    let mut cmd = match &spec.confine {
+        Some(sandbox) => {
+            let words: Vec<String> = std::iter::once(&spec.command)
+                .chain(&spec.args)
+                .map(|w| sh_quote(w))
+                .collect();
+            crate::tools::env::ExecEnv::command(
+                sandbox,
+                &format!("exec {}", words.join(" ")),
+                &spec.cwd,
+            )
+        }
+        None => {
+            let mut cmd = Command::new(&spec.command);
+            cmd.args(&spec.args).current_dir(&spec.cwd);
+            cmd
+        }
+    };
+    cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     crate::tools::env::scrub_keys(&mut cmd);
@@ -407,6 +422,11 @@ fn spawn(spec: &ServerSpec) -> Result<Spawned, String> {
         )),
         Err(_) => Err(format!("MCP server `{}` could not be started", spec.name)),
     }
+}
+
+/// `word` quoted for `bash`.
+fn sh_quote(word: &str) -> String {
+    format!("'{}'", word.replace('\'', r"'\''"))
 }
 
 fn describe_exit(status: std::process::ExitStatus) -> String {
@@ -656,6 +676,7 @@ mod tests {
             startup_timeout: Duration::from_secs(5),
             cwd: std::env::temp_dir(),
             hide: vec![],
+            confine: None,
         };
         let e = Server::start(spec).err().unwrap();
         assert!(
@@ -674,6 +695,7 @@ mod tests {
             startup_timeout: Duration::from_secs(10),
             cwd: std::env::temp_dir(),
             hide: vec![],
+            confine: None,
         };
         let e = Server::start(spec).err().unwrap();
         assert!(e.contains("`echoer` failed to start"), "{e}");

@@ -820,3 +820,77 @@ fn sigint_while_the_servers_start_stops_with_nothing_written() {
     assert!(!sb.wal().exists(), "a log was written");
     assert_eq!(server.request_count(), 0);
 }
+
+#[test]
+fn in_the_sandbox_the_servers_run_confined_like_every_command() {
+    let test = "in_the_sandbox_the_servers_run_confined_like_every_command";
+    let Some(s) = servers(test) else {
+        return;
+    };
+    let sb = Sandbox::new();
+    if require(
+        "bwrap",
+        test,
+        crate::support::require::bwrap(&sb.ws(), false),
+    )
+    .is_none()
+    {
+        return;
+    }
+    let inside = sb.ws().join("inside.txt");
+    // Outside the workspace and outside /tmp (the sandbox has a /tmp of
+    // its own): where an escaping write would land.
+    let host = crate::support::e2e::host_tempdir();
+    let outside = host.path().join("memory.jsonl");
+    let server = MockServer::start(vec![
+        MockReply::tool_call(
+            "fs__write_file",
+            json!({"path": inside.display().to_string(), "content": "from the sandbox\n"}),
+        )
+        .with_ids(&["w1"]),
+        MockReply::tool_call(
+            "mem__create_entities",
+            json!({"entities": [{"name": "x", "entityType": "y", "observations": ["z"]}]}),
+        )
+        .with_ids(&["m1"]),
+        MockReply::text("done"),
+    ]);
+    let toml = format!(
+        "[env]\nkind = \"sandbox\"\n{}",
+        servers_toml(&sb, &s).replace(
+            &toml_str(&sb.path("memory.jsonl").display().to_string()),
+            &toml_str(&outside.display().to_string())
+        )
+    );
+    run_ok(&sb, &server, &toml);
+    // The workspace is theirs to change...
+    assert_eq!(
+        std::fs::read_to_string(&inside).unwrap(),
+        "from the sandbox\n"
+    );
+    // ... the rest of the machine is not: the memory server's file lies
+    // outside the workspace, so its write fails and nothing appears there.
+    let recs = log(&sb);
+    let m1 = result(&recs, "m1");
+    assert_eq!(m1["is_error"], true, "{m1}");
+    assert!(
+        !outside.exists(),
+        "a confined server wrote outside the workspace"
+    );
+    assert_no_server_left(&marker(&sb), "after the sandboxed run");
+
+    // The container environment refuses them, naming the servers.
+    std::fs::remove_file(sb.wal()).unwrap();
+    let out = output(sb.run_cmd_cfg(
+        &server.base_url(),
+        "task",
+        &format!("[env]\nkind = \"container\"\n{}", servers_toml(&sb, &s)),
+    ));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("env.kind = \"container\""),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!sb.wal().exists());
+}
