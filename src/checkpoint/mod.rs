@@ -217,7 +217,7 @@ impl Checkpointer {
         let started = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
-        let paths = walk(&self.workspace, &self.protected);
+        let paths = walk_with_stat(&self.workspace, &self.protected);
         if paths.len() >= MAX_FILES {
             return Err(CheckpointError::Io(format!(
                 "the workspace holds {MAX_FILES} files or more (not ignored): too many to checkpoint"
@@ -229,11 +229,8 @@ impl Checkpointer {
         let mut changed: Vec<Vec<u8>> = Vec::new();
         let mut oversized = Vec::new();
         let mut hashed = 0u64;
-        for rel in paths {
+        for (rel, meta) in paths {
             let full = self.workspace.join(OsStrPath::of(&rel));
-            let Ok(meta) = std::fs::symlink_metadata(&full) else {
-                continue; // gone since the walk saw it
-            };
             let ft = meta.file_type();
             if !(ft.is_file() || ft.is_symlink()) {
                 continue;
@@ -435,12 +432,13 @@ fn libc_flags() -> i32 {
     (OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_NOCTTY).bits()
 }
 
-/// Relative paths (bytes) of the files and symlinks to store, in no
-/// particular order (at most [`MAX_FILES`]).
-pub fn walk(workspace: &Path, protected: &crate::tools::protected::Protected) -> Vec<Vec<u8>> {
+/// The walk of a workspace: files and directories `.gitignore` and
+/// `.ignore` files do not exclude, never a `.git` directory, never the
+/// run's own files, links not followed.
+fn walker(workspace: &Path, protected: &crate::tools::protected::Protected) -> ignore::WalkBuilder {
     let protected = protected.clone();
-    let walker = ignore::WalkBuilder::new(workspace)
-        .hidden(false)
+    let mut b = ignore::WalkBuilder::new(workspace);
+    b.hidden(false)
         .parents(false)
         .ignore(true)
         .git_ignore(true)
@@ -448,25 +446,62 @@ pub fn walk(workspace: &Path, protected: &crate::tools::protected::Protected) ->
         .git_exclude(false)
         .require_git(false)
         .follow_links(false)
-        .filter_entry(move |e| e.file_name() != ".git" && !protected.covers(e.path()))
-        .build();
-    let mut out = Vec::new();
-    for entry in walker.flatten() {
-        if out.len() >= MAX_FILES {
-            break;
-        }
-        let Some(ft) = entry.file_type() else {
-            continue;
-        };
-        if !(ft.is_file() || ft.is_symlink()) {
-            continue;
-        }
-        let Ok(rel) = entry.path().strip_prefix(workspace) else {
-            continue;
-        };
-        out.push(rel.as_os_str().as_bytes().to_vec());
-    }
-    out
+        .filter_entry(move |e| e.file_name() != ".git" && !protected.covers(e.path()));
+    b
+}
+
+/// Relative paths (bytes) of the files and symlinks to store, in no
+/// particular order (at most [`MAX_FILES`]).
+pub fn walk(workspace: &Path, protected: &crate::tools::protected::Protected) -> Vec<Vec<u8>> {
+    walk_with_stat(workspace, protected)
+        .into_iter()
+        .map(|(p, _)| p)
+        .collect()
+}
+
+/// [`walk`] with each one's `lstat` data, taken by a few threads at once
+/// (the `lstat` of every file is most of a checkpoint's time on a large
+/// tree).
+pub fn walk_with_stat(
+    workspace: &Path,
+    protected: &crate::tools::protected::Protected,
+) -> Vec<(Vec<u8>, std::fs::Metadata)> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+    let out = std::sync::Mutex::new(Vec::new());
+    walker(workspace, protected)
+        .threads(threads)
+        .build_parallel()
+        .run(|| {
+            Box::new(|entry| {
+                use ignore::WalkState;
+                let Ok(entry) = entry else {
+                    return WalkState::Continue;
+                };
+                if !entry
+                    .file_type()
+                    .is_some_and(|ft| ft.is_file() || ft.is_symlink())
+                {
+                    return WalkState::Continue;
+                }
+                let Ok(rel) = entry.path().strip_prefix(workspace) else {
+                    return WalkState::Continue;
+                };
+                let Ok(meta) = std::fs::symlink_metadata(entry.path()) else {
+                    return WalkState::Continue; // gone since the directory was read
+                };
+                let rel = rel.as_os_str().as_bytes().to_vec();
+                let mut out = out
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                if out.len() >= MAX_FILES {
+                    return WalkState::Quit;
+                }
+                out.push((rel, meta));
+                WalkState::Continue
+            })
+        });
+    out.into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// A relative path from its bytes.

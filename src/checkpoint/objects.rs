@@ -8,7 +8,8 @@
 //! SHA-1 trailer of its bytes, as git names packs, and never changed once in
 //! place. Written to a temporary file in the store's root, synced, renamed
 //! into `objects/pack/`; the `.idx` likewise; then `objects/pack/` is synced
-//! once: three syncs for a checkpoint's objects however many there are.
+//! once: three syncs (the first two at once) for a checkpoint's objects,
+//! however many there are.
 
 use sha1::{Digest, Sha1};
 use std::collections::HashSet;
@@ -227,8 +228,15 @@ impl PackWriter {
         let idx_tmp = self.tmp.with_extension("idx");
         let mut f = tmp_file(&idx_tmp)?;
         f.write_all(&idx)?;
-        file.sync_data()?;
-        f.sync_data()?;
+        // Both at once: on a journalling file system the two wait for one
+        // commit rather than one each.
+        let (a, b) = std::thread::scope(|s| {
+            let other = s.spawn(|| f.sync_data());
+            let mine = file.sync_data();
+            (mine, other.join())
+        });
+        a?;
+        b.map_err(|_| std::io::Error::other("syncing the pack index panicked"))??;
         let packs = self.store.join("objects/pack");
         // The pack first: git only looks for objects in a pack with an
         // index.
