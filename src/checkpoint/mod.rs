@@ -230,12 +230,12 @@ impl Checkpointer {
         let mut oversized = Vec::new();
         let mut hashed = 0u64;
         for (rel, meta) in paths {
-            let full = self.workspace.join(OsStrPath::of(&rel));
             let ft = meta.file_type();
             if !(ft.is_file() || ft.is_symlink()) {
                 continue;
             }
             if ft.is_file() && meta.size() > self.max_file {
+                let full = self.workspace.join(OsStrPath::of(&rel));
                 if let Some(o) = self.oversized(&rel, &full, &meta) {
                     oversized.push(o);
                 }
@@ -257,6 +257,7 @@ impl Checkpointer {
                 e.seen = scan;
                 continue;
             }
+            let full = self.workspace.join(OsStrPath::of(&rel));
             let Some(data) = read_content(&full, &meta, self.max_file) else {
                 continue; // gone, swapped, or grown over the cap since
             };
