@@ -2,13 +2,16 @@
 //! every call that can change them.
 //!
 //! The store is a shadow git repository beside the log,
-//! `<wal>.d/checkpoints.git` (bare, no templates, files 0600): its loose
-//! objects hold the file contents (blobs) and directory listings (trees), so
-//! unchanged content is stored once, and a checkpoint is named by its root
-//! tree id. The repository's own index caches each file's stat data (mtime,
-//! size, inode), so only files whose stat changed are read and hashed again.
-//! See docs/design.md ("Workspace checkpoints") for why git and how it is
-//! made durable and safe.
+//! `<wal>.d/checkpoints.git` (bare, no templates, files 0600), and a
+//! checkpoint is named by its root tree id. Checkpoints are taken in
+//! process: an index kept in memory (and cached in the store, see
+//! index.rs) holds each file's stat data (mtime, ctime, size, inode) and
+//! blob id, so only files whose stat changed are read and hashed again and
+//! only the trees on their paths are made again; the new objects of one
+//! checkpoint go to one pack (objects.rs), durable with three syncs. The
+//! `git` binary is used for diffs, restores and a fork's copy. See
+//! docs/design.md ("Workspace checkpoints") for why and how it is made
+//! durable and safe.
 //!
 //! What is stored: the files and symlinks under the workspace that
 //! `.gitignore` and `.ignore` files do not exclude, never anything inside a
