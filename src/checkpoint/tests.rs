@@ -297,3 +297,51 @@ fn a_new_checkpointer_uses_the_saved_index_and_survives_a_damaged_or_stale_one()
         .unwrap();
     assert_eq!(ls.lines().count(), 8, "{ls}");
 }
+
+#[test]
+fn what_a_kill_in_the_middle_of_a_pack_leaves_is_ignored_and_cleared() {
+    if !git_ok() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    std::fs::write(ws.join("f.txt"), "one\n").unwrap();
+    let wal = dir.path().join("r.wal");
+    let store = super::store_dir(&wal);
+    let first = Checkpointer::new(&wal, &ws, Protected::none())
+        .take(None)
+        .unwrap();
+    // A kill between the pack's rename and its index's: the pack is there
+    // without an index, and a temp file is left in the store's root.
+    let packs = store.join("objects/pack");
+    for e in std::fs::read_dir(&packs).unwrap().flatten() {
+        if e.path().extension().is_some_and(|x| x == "idx") {
+            std::fs::remove_file(e.path()).unwrap();
+        }
+    }
+    let tmp = store.join("tmp-tinyagent-1-0.pack");
+    std::fs::write(&tmp, "PACK torn").unwrap();
+    std::fs::remove_file(super::index::cache_path(&store)).unwrap();
+    // The next process does not count on those objects: it writes them
+    // again, and git finds everything.
+    let mut cp = Checkpointer::new(&wal, &ws, Protected::none());
+    let t = cp.take(None).unwrap();
+    assert_eq!((t.tree.as_str(), t.changed_count), (first.tree.as_str(), 1));
+    assert!(!tmp.exists());
+    let blob = cp
+        .git()
+        .run(&["cat-file", "blob", &format!("{}:f.txt", t.tree)], None)
+        .unwrap();
+    assert_eq!(blob, b"one\n");
+    let fsck = cp
+        .git()
+        .command(["fsck", "--full", "--strict", "--no-dangling"])
+        .output()
+        .unwrap();
+    assert!(
+        fsck.status.success(),
+        "{}",
+        String::from_utf8_lossy(&fsck.stderr)
+    );
+}
