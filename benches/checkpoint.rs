@@ -125,15 +125,24 @@ fn checkpoint_cost(c: &mut Criterion, sizes: &Sizes, root: &Path) {
         f.write_all(&block).expect("append");
         f.sync_data().expect("fdatasync");
     };
+    // The part of a checkpoint no store can avoid: the walk (directories
+    // read, ignore files looked for) and one lstat of each file.
+    let walk_only = || {
+        let n = tinyagent::checkpoint::walk_with_stat(&ws, &Protected::none()).len();
+        assert_eq!(n, files);
+    };
     let mut group = c.benchmark_group("checkpoint");
     group.sampling_mode(SamplingMode::Flat);
     group.bench_function(BenchmarkId::new("one_changed_of", files), |b| {
         b.iter(|| one(&mut cp, &mut prev));
     });
     group.bench_function("fdatasync_4k", |b| b.iter(|| sync(&mut f)));
+    group.bench_function(BenchmarkId::new("walk_and_lstat_of", files), |b| {
+        b.iter(walk_only);
+    });
     group.finish();
     // The ratio from interleaved samples of both (the same noise for each).
-    let (mut cps, mut syncs) = (Vec::new(), Vec::new());
+    let (mut cps, mut syncs, mut walks) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..sizes.ratio_samples {
         let t = Instant::now();
         one(&mut cp, &mut prev);
@@ -141,15 +150,34 @@ fn checkpoint_cost(c: &mut Criterion, sizes: &Sizes, root: &Path) {
         let t = Instant::now();
         sync(&mut f);
         syncs.push(t.elapsed().as_secs_f64() * 1e6);
+        let t = Instant::now();
+        walk_only();
+        walks.push(t.elapsed().as_secs_f64() * 1e6);
     }
-    let (a, b) = (summarize(&cps), summarize(&syncs));
+    let rest: Vec<f64> = cps.iter().zip(&walks).map(|(c, w)| c - w).collect();
+    let (a, b, w) = (summarize(&cps), summarize(&syncs), summarize(&walks));
+    let r = summarize(&rest);
     println!(
-        "checkpoint of {files} files, one changed: median {:.0} us (p90 {:.0}); one 4 KiB fdatasync: median {:.0} us (p90 {:.0}); ratio of medians {:.2} (goal <= 5)",
+        "checkpoint of {files} files, one changed: median {:.0} us (p90 {:.0}); one 4 KiB fdatasync: median {:.0} us (p90 {:.0}); ratio of medians {:.2} (goal <= 5); the walk and lstat alone: median {:.0} us (p90 {:.0}), {:.2} fdatasyncs",
         a.median_us,
         a.p90_us,
         b.median_us,
         b.p90_us,
-        a.median_us / b.median_us.max(1e-9)
+        a.median_us / b.median_us.max(1e-9),
+        w.median_us,
+        w.p90_us,
+        w.median_us / b.median_us.max(1e-9)
+    );
+    println!(
+        "the rest (each checkpoint less the walk sampled next to it): median {:.0} us, {:.2} fdatasyncs",
+        r.median_us,
+        r.median_us / b.median_us.max(1e-9)
+    );
+    println!(
+        "load average: {}",
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .trim()
     );
 }
 

@@ -184,14 +184,6 @@ impl Git {
         Ok(String::from_utf8_lossy(&out).trim().to_string())
     }
 
-    /// The loose object file of `id`.
-    pub fn object_path(&self, id: &str) -> PathBuf {
-        self.git_dir
-            .join("objects")
-            .join(&id[..2.min(id.len())])
-            .join(id.get(2..).unwrap_or(""))
-    }
-
     /// Makes the shadow repository if it is not there: a bare repository
     /// with no templates (so no sample hooks), files 0600 and directories
     /// 0700, attributes that store bytes as they are. Durable when it

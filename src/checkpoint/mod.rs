@@ -2,13 +2,16 @@
 //! every call that can change them.
 //!
 //! The store is a shadow git repository beside the log,
-//! `<wal>.d/checkpoints.git` (bare, no templates, files 0600): its loose
-//! objects hold the file contents (blobs) and directory listings (trees), so
-//! unchanged content is stored once, and a checkpoint is named by its root
-//! tree id. The repository's own index caches each file's stat data (mtime,
-//! size, inode), so only files whose stat changed are read and hashed again.
-//! See docs/design.md ("Workspace checkpoints") for why git and how it is
-//! made durable and safe.
+//! `<wal>.d/checkpoints.git` (bare, no templates, files 0600), and a
+//! checkpoint is named by its root tree id. Checkpoints are taken in
+//! process: an index kept in memory (and cached in the store, see
+//! index.rs) holds each file's stat data (mtime, ctime, size, inode) and
+//! blob id, so only files whose stat changed are read and hashed again and
+//! only the trees on their paths are made again; the new objects of one
+//! checkpoint go to one pack (objects.rs), durable with three syncs. The
+//! `git` binary is used for diffs, restores and a fork's copy. See
+//! docs/design.md ("Workspace checkpoints") for why and how it is made
+//! durable and safe.
 //!
 //! What is stored: the files and symlinks under the workspace that
 //! `.gitignore` and `.ignore` files do not exclude, never anything inside a
@@ -18,14 +21,18 @@
 //! its size and SHA-256.
 
 mod git;
+mod index;
+mod objects;
 pub mod restore;
 #[cfg(test)]
 mod tests;
 
 pub use git::{Git, GitError, check_version};
+use index::StatKey;
+use objects::{Kind, Oid, PackWriter, hex, parse_hex};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{HashMap, HashSet};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -95,32 +102,6 @@ pub enum CheckpointError {
     Io(String),
 }
 
-/// The stat data an oversized file's hash is cached under.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct StatKey {
-    dev: u64,
-    ino: u64,
-    size: u64,
-    mtime: i64,
-    mtime_ns: i64,
-    ctime: i64,
-    ctime_ns: i64,
-}
-
-impl StatKey {
-    fn of(m: &std::fs::Metadata) -> StatKey {
-        StatKey {
-            dev: m.dev(),
-            ino: m.ino(),
-            size: m.size(),
-            mtime: m.mtime(),
-            mtime_ns: m.mtime_nsec(),
-            ctime: m.ctime(),
-            ctime_ns: m.ctime_nsec(),
-        }
-    }
-}
-
 /// Makes checkpoints of one workspace into one store.
 pub struct Checkpointer {
     git: Git,
@@ -128,22 +109,29 @@ pub struct Checkpointer {
     /// Absolute paths never stored (the run's own files).
     protected: crate::tools::protected::Protected,
     max_file: u64,
-    /// The paths the index holds (read from it on first use).
-    indexed: Option<BTreeSet<Vec<u8>>>,
     oversized_cache: HashMap<Vec<u8>, (StatKey, String)>,
-    /// What the previous checkpoint of this process saw: each file's stat
-    /// data, when its scan started (seconds since the epoch), and the tree.
-    last: Option<LastScan>,
-    /// Fan-out directories whose names in `objects/` this process synced.
-    named_dirs: std::collections::HashSet<String>,
+    /// The index and the store's object ids, loaded on first use.
+    state: Option<State>,
+    /// Scans made (each entry records the last that saw it).
+    scans: u64,
 }
 
-/// The previous checkpoint's view, to hand git only the paths that changed.
-struct LastScan {
-    stats: HashMap<Vec<u8>, StatKey>,
-    started: i64,
-    tree: String,
+/// What a checkpointer knows between checkpoints.
+struct State {
+    root: index::Dir,
+    /// The tree `root` is of (the last checkpoint's).
+    tree: Oid,
+    /// Every object the store holds.
+    known: HashSet<Oid>,
+    /// The cache file was written since the state was loaded.
+    saved: bool,
 }
+
+/// Workspaces up to this many files have their index saved after every
+/// checkpoint that changed something (a write of at most about 100 KB);
+/// larger ones when a checkpoint hashed [`SAVE_AFTER_HASHED`] files or more.
+const SAVE_ALWAYS_UP_TO: u64 = 1000;
+const SAVE_AFTER_HASHED: u64 = 64;
 
 impl Checkpointer {
     /// A checkpointer for `workspace` into the store of the log `wal`
@@ -153,20 +141,7 @@ impl Checkpointer {
         workspace: &Path,
         protected: crate::tools::protected::Protected,
     ) -> Checkpointer {
-        Checkpointer {
-            git: Git {
-                git_dir: store_dir(wal),
-                work_tree: workspace.to_path_buf(),
-                index: None,
-            },
-            workspace: workspace.to_path_buf(),
-            protected,
-            max_file: max_file_bytes(),
-            indexed: None,
-            oversized_cache: HashMap::new(),
-            last: None,
-            named_dirs: std::collections::HashSet::new(),
-        }
+        Checkpointer::for_store(&store_dir(wal), workspace, protected)
     }
 
     /// A checkpointer of `workspace` into the store at `git_dir`.
@@ -184,10 +159,9 @@ impl Checkpointer {
             workspace: workspace.to_path_buf(),
             protected,
             max_file: max_file_bytes(),
-            indexed: None,
             oversized_cache: HashMap::new(),
-            last: None,
-            named_dirs: std::collections::HashSet::new(),
+            state: None,
+            scans: 0,
         }
     }
 
@@ -202,90 +176,173 @@ impl Checkpointer {
     pub fn take(&mut self, prev: Option<&str>) -> Result<Taken, CheckpointError> {
         check_version()?;
         self.git.init()?;
+        let mut state = match self.state.take() {
+            Some(s) => s,
+            None => self.load_state(),
+        };
+        // On failure the state is dropped (it may name objects that were
+        // not written) and loaded again next time.
+        let taken = self.take_with(&mut state, prev)?;
+        self.state = Some(state);
+        Ok(taken)
+    }
+
+    /// The store's objects and the cached index (first use in a process:
+    /// temporary files or a lock a killed process left are stale, as the
+    /// run holds the log's lock).
+    fn load_state(&self) -> State {
+        let dir = &self.git.git_dir;
+        clear_stale_lock(dir);
+        objects::clear_tmp(dir);
+        let known = objects::known_objects(&dir.join("objects"));
+        match index::load(dir, &|id| known.contains(id)) {
+            Some((root, tree)) => State {
+                root,
+                tree,
+                known,
+                saved: true,
+            },
+            None => State {
+                root: index::Dir::default(),
+                tree: objects::object_id(Kind::Tree, b""),
+                known,
+                saved: false,
+            },
+        }
+    }
+
+    fn take_with(
+        &mut self,
+        state: &mut State,
+        prev: Option<&str>,
+    ) -> Result<Taken, CheckpointError> {
+        let io = |what: &str, e: std::io::Error| CheckpointError::Io(format!("{what}: {e}"));
         let started = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
-        let (files, oversized, stats) = self.scan();
-        if files.len() >= MAX_FILES {
+        let paths = walk_with_stat(&self.workspace, &self.protected);
+        if paths.len() >= MAX_FILES {
             return Err(CheckpointError::Io(format!(
                 "the workspace holds {MAX_FILES} files or more (not ignored): too many to checkpoint"
             )));
         }
-        let indexed = match self.indexed.take() {
-            Some(set) => set,
-            None => {
-                // The first use in this process: a lock left by a killed
-                // one is stale (the run holds the log's lock).
-                clear_stale_lock(&self.git.git_dir);
-                self.read_index()
+        self.scans += 1;
+        let scan = self.scans;
+        let mut pack: Option<PackWriter> = None;
+        let mut changed: Vec<Vec<u8>> = Vec::new();
+        let mut oversized = Vec::new();
+        let mut hashed = 0u64;
+        for (rel, meta) in paths {
+            let ft = meta.file_type();
+            if !(ft.is_file() || ft.is_symlink()) {
+                continue;
             }
-        };
-        // The paths git must look at: with a previous scan in this process,
-        // those whose stat data changed, those modified in or after the
-        // second that scan started (a change within the file system's
-        // timestamp granularity keeps the same stat data; git's own racy
-        // check rehashes them), new ones and removed ones; else all of them
-        // (git's index still skips rehashing unchanged ones).
-        let last = self.last.take();
-        let mut input = Vec::new();
-        for p in &files {
-            let look = match (&last, stats.get(p)) {
-                (Some(l), Some(now)) => l.stats.get(p) != Some(now) || now.mtime >= l.started - 1,
-                _ => true,
+            if ft.is_file() && meta.size() > self.max_file {
+                let full = self.workspace.join(OsStrPath::of(&rel));
+                if let Some(o) = self.oversized(&rel, &full, &meta) {
+                    oversized.push(o);
+                }
+                continue;
+            }
+            let mode = if ft.is_symlink() {
+                index::MODE_LINK
+            } else if meta.mode() & 0o100 != 0 {
+                index::MODE_EXEC
+            } else {
+                index::MODE_FILE
             };
-            if look {
-                input.extend_from_slice(p);
-                input.push(0);
+            let stat = StatKey::of(&meta);
+            if let Some(e) = state.root.get_mut(&rel)
+                && e.stat == stat
+                && e.mode == mode
+                && !e.racy
+            {
+                e.seen = scan;
+                continue;
             }
-        }
-        for p in indexed.difference(&files) {
-            input.extend_from_slice(p);
-            input.push(0);
-        }
-        let unchanged_since = match &last {
-            Some(l) if input.is_empty() => Some(l.tree.clone()),
-            _ => None,
-        };
-        let tree = if let Some(tree) = unchanged_since {
-            tree
-        } else {
-            match self.index_and_write(&input) {
-                Ok(tree) => tree,
-                Err(_) => {
-                    // The index is only a cache: one that is damaged, or
-                    // names an object a crash lost before it was synced, is
-                    // dropped and every file hashed again.
-                    let _ = std::fs::remove_file(self.git.git_dir.join("index"));
-                    let mut all = Vec::new();
-                    for p in &files {
-                        all.extend_from_slice(p);
-                        all.push(0);
-                    }
-                    self.index_and_write(&all)?
+            let full = self.workspace.join(OsStrPath::of(&rel));
+            let Some(data) = read_content(&full, &meta, self.max_file) else {
+                continue; // gone, swapped, or grown over the cap since
+            };
+            hashed += 1;
+            let id = objects::object_id(Kind::Blob, &data);
+            if !state.known.contains(&id) {
+                let p = match &mut pack {
+                    Some(p) => p,
+                    None => pack.insert(
+                        PackWriter::new(&self.git.git_dir).map_err(|e| io("making a pack", e))?,
+                    ),
+                };
+                p.add(Kind::Blob, id, &data)
+                    .map_err(|e| io("writing a pack", e))?;
+                state.known.insert(id);
+            }
+            let entry = index::FileEntry {
+                stat,
+                mode,
+                id,
+                racy: stat.racy(started),
+                seen: scan,
+            };
+            match state.root.get_mut(&rel) {
+                Some(e) if e.id == id && e.mode == mode => *e = entry,
+                _ => {
+                    state.root.insert(&rel, entry);
+                    changed.push(rel);
                 }
             }
-        };
-        self.last = Some(LastScan {
-            stats,
-            started,
-            tree: tree.clone(),
-        });
-        let count = files.len() as u64;
-        self.indexed = Some(files);
+        }
+        state.root.sweep(&mut Vec::new(), scan, &mut changed);
+        let known = &mut state.known;
+        let git_dir = &self.git.git_dir;
+        let tree = state
+            .root
+            .build(&mut |id, data| {
+                if known.insert(id) {
+                    let p = match &mut pack {
+                        Some(p) => p,
+                        None => pack.insert(PackWriter::new(git_dir)?),
+                    };
+                    p.add(Kind::Tree, id, data)?;
+                }
+                Ok(())
+            })
+            .map_err(|e| io("writing a pack", e))?;
+        if let Some(p) = pack {
+            p.finish().map_err(|e| io("writing a pack", e))?;
+        }
+        let was = std::mem::replace(&mut state.tree, tree);
+        let count = state.root.count();
+        if !changed.is_empty()
+            && (count <= SAVE_ALWAYS_UP_TO || hashed >= SAVE_AFTER_HASHED || !state.saved)
+        {
+            // A cache: a failure to write it costs hashing next time.
+            state.saved |= index::save(git_dir, &state.root, &tree).is_ok();
+        }
+        let tree = hex(&tree);
         let prev = prev.unwrap_or(EMPTY_TREE);
         let (changed, changed_count) = if prev == tree {
-            // The previous checkpoint made these objects durable already.
             (Vec::new(), 0)
+        } else if parse_hex(prev) == Some(was) {
+            // The index was of `prev`: what changed is what this scan saw.
+            changed.sort_unstable();
+            changed.dedup();
+            let n = changed.len() as u64;
+            let mut listed = Vec::new();
+            let mut listed_bytes = 0usize;
+            for p in changed {
+                if listed.len() >= MAX_LISTED_CHANGES || listed_bytes >= MAX_LISTED_BYTES {
+                    break;
+                }
+                listed_bytes += p.len();
+                listed.push(String::from_utf8_lossy(&p).into_owned());
+            }
+            (listed, n)
         } else {
             // A previous tree this store lacks (a damaged store) counts as
             // empty: everything is listed, nothing is lost.
-            let (changed, count, new_ids) = self
-                .changes(prev, &tree)
-                .or_else(|_| self.changes(EMPTY_TREE, &tree))?;
-            let mut ids: Vec<&str> = new_ids.iter().map(String::as_str).collect();
-            ids.push(&tree);
-            self.sync_objects(&ids)?;
-            (changed, count)
+            self.changes(prev, &tree)
+                .or_else(|_| self.changes(EMPTY_TREE, &tree))?
         };
         Ok(Taken {
             tree,
@@ -296,167 +353,96 @@ impl Checkpointer {
         })
     }
 
-    /// Updates the index with `paths` (NUL-separated) and writes the tree
-    /// (git checks that every object it names is there).
-    fn index_and_write(&self, paths: &[u8]) -> Result<String, CheckpointError> {
-        if !paths.is_empty() {
-            self.git.run(
-                &[
-                    "update-index",
-                    "--add",
-                    "--remove",
-                    "--replace",
-                    "-z",
-                    "--stdin",
-                ],
-                Some(paths),
-            )?;
-        }
-        Ok(self.git.text(&["write-tree"], None)?)
-    }
-
-    /// The paths the index holds.
-    fn read_index(&self) -> BTreeSet<Vec<u8>> {
-        if !self.git.git_dir.join("index").is_file() {
-            return BTreeSet::new();
-        }
-        match self.git.run(&["ls-files", "-z"], None) {
-            Ok(out) => out
-                .split(|b| *b == 0)
-                .filter(|p| !p.is_empty())
-                .map(<[u8]>::to_vec)
-                .collect(),
-            Err(_) => {
-                let _ = std::fs::remove_file(self.git.git_dir.join("index"));
-                BTreeSet::new()
+    /// A file over the size cap: its SHA-256 (cached by stat data).
+    fn oversized(
+        &mut self,
+        rel: &[u8],
+        full: &Path,
+        meta: &std::fs::Metadata,
+    ) -> Option<Oversized> {
+        let key = StatKey::of(meta);
+        let hash = match self.oversized_cache.get(rel) {
+            Some((k, h)) if *k == key => h.clone(),
+            _ => {
+                let h = sha256_file(full).ok()?;
+                self.oversized_cache.insert(rel.to_vec(), (key, h.clone()));
+                h
             }
-        }
+        };
+        Some(Oversized {
+            path: String::from_utf8_lossy(rel).into_owned(),
+            size: meta.size(),
+            sha256: hash,
+        })
     }
 
-    /// The workspace's files to store (relative paths, as bytes) and those
-    /// over the size cap.
-    #[allow(clippy::type_complexity, reason = "three results of one walk")]
-    fn scan(&mut self) -> (BTreeSet<Vec<u8>>, Vec<Oversized>, HashMap<Vec<u8>, StatKey>) {
-        let mut files = BTreeSet::new();
-        let mut oversized = Vec::new();
-        let mut stats = HashMap::new();
-        for rel in walk(&self.workspace, &self.protected)
-            .into_iter()
-            .take(MAX_FILES)
-        {
-            let full = self.workspace.join(OsStrPath::of(&rel));
-            let Ok(meta) = std::fs::symlink_metadata(&full) else {
-                continue; // gone since the walk saw it
-            };
-            if meta.file_type().is_file() && meta.size() > self.max_file {
-                let key = StatKey::of(&meta);
-                let hash = match self.oversized_cache.get(&rel) {
-                    Some((k, h)) if *k == key => h.clone(),
-                    _ => {
-                        let Ok(h) = sha256_file(&full) else { continue };
-                        self.oversized_cache.insert(rel.clone(), (key, h.clone()));
-                        h
-                    }
-                };
-                oversized.push(Oversized {
-                    path: String::from_utf8_lossy(&rel).into_owned(),
-                    size: meta.size(),
-                    sha256: hash,
-                });
-                continue;
-            }
-            stats.insert(rel.clone(), StatKey::of(&meta));
-            files.insert(rel);
-        }
-        (files, oversized, stats)
-    }
-
-    /// Changed paths between two trees, their count, and the ids of the
-    /// objects new in `to` (blobs and trees).
-    fn changes(
-        &self,
-        from: &str,
-        to: &str,
-    ) -> Result<(Vec<String>, u64, Vec<String>), CheckpointError> {
+    /// Changed paths between two trees of the store and their count (`git
+    /// diff-tree`: for a checkpoint whose previous tree is not the one
+    /// this checkpointer's index is of).
+    fn changes(&self, from: &str, to: &str) -> Result<(Vec<String>, u64), CheckpointError> {
         let out = self.git.run(
-            &[
-                "diff-tree",
-                "-r",
-                "-t",
-                "-z",
-                "--raw",
-                "--no-renames",
-                from,
-                to,
-            ],
+            &["diff-tree", "-r", "-z", "--raw", "--no-renames", from, to],
             None,
         )?;
         let mut changed = Vec::new();
         let mut count = 0u64;
         let mut listed_bytes = 0usize;
-        let mut ids = Vec::new();
         let mut fields = out.split(|b| *b == 0);
         while let Some(meta) = fields.next() {
             if meta.is_empty() {
                 continue;
             }
             let Some(path) = fields.next() else { break };
-            // :oldmode newmode oldid newid status
-            let meta = String::from_utf8_lossy(meta);
-            let parts: Vec<&str> = meta.trim_start_matches(':').split(' ').collect();
-            let [old_mode, new_mode, _, new_id, _] = parts.as_slice() else {
-                continue;
-            };
-            if new_id.bytes().any(|b| b != b'0') {
-                ids.push((*new_id).to_string());
-            }
-            if *old_mode == "040000" || *new_mode == "040000" {
-                continue; // a directory: its files are listed themselves
-            }
             count += 1;
             if changed.len() < MAX_LISTED_CHANGES && listed_bytes < MAX_LISTED_BYTES {
                 listed_bytes += path.len();
                 changed.push(String::from_utf8_lossy(path).into_owned());
             }
         }
-        Ok((changed, count, ids))
-    }
-
-    /// fsyncs the fan-out directories of `ids` and `objects/` itself: git
-    /// fsyncs each object file (`core.fsync=loose-object`) but not the
-    /// directory entries that name them.
-    /// `objects/` itself is synced only when a fan-out directory this
-    /// process has not synced its name of yet is involved.
-    fn sync_objects(&mut self, ids: &[&str]) -> Result<(), CheckpointError> {
-        let objects = self.git.git_dir.join("objects");
-        let dirs: BTreeSet<String> = ids
-            .iter()
-            .filter(|id| id.len() > 2)
-            .map(|id| id[..2].to_string())
-            .collect();
-        let mut new_names = false;
-        for d in &dirs {
-            let dir = objects.join(d);
-            if dir.is_dir() {
-                git::sync_dir(&dir).map_err(|e| CheckpointError::Io(format!("fsync {d}: {e}")))?;
-                new_names |= !self.named_dirs.contains(d);
-            }
-        }
-        if new_names {
-            git::sync_dir(&objects)
-                .map_err(|e| CheckpointError::Io(format!("fsync objects: {e}")))?;
-            self.named_dirs.extend(dirs);
-        }
-        Ok(())
+        Ok((changed, count))
     }
 }
 
-/// Relative paths (bytes) of the files and symlinks to store, in no
-/// particular order (at most [`MAX_FILES`]).
-pub fn walk(workspace: &Path, protected: &crate::tools::protected::Protected) -> Vec<Vec<u8>> {
+/// The bytes to store of a file or link the walk saw with `meta`: the
+/// file's content (opened without following a link, and only if it is
+/// still the file that was looked at) or the link's target. `None`: gone,
+/// swapped for something else, unreadable, or grown over `max`.
+fn read_content(full: &Path, meta: &std::fs::Metadata, max: u64) -> Option<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    if meta.file_type().is_symlink() {
+        return std::fs::read_link(full)
+            .ok()
+            .map(|t| t.into_os_string().into_encoded_bytes());
+    }
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc_flags())
+        .open(full)
+        .ok()?;
+    let now = f.metadata().ok()?;
+    if !now.is_file() || now.ino() != meta.ino() || now.dev() != meta.dev() {
+        return None;
+    }
+    let mut data = Vec::with_capacity(usize::try_from(meta.size()).unwrap_or(0));
+    f.take(max + 1).read_to_end(&mut data).ok()?;
+    (data.len() as u64 <= max).then_some(data)
+}
+
+/// `O_NOFOLLOW | O_NONBLOCK | O_NOCTTY`: never through a link, never
+/// blocked by a FIFO swapped in.
+fn libc_flags() -> i32 {
+    use nix::fcntl::OFlag;
+    (OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_NOCTTY).bits()
+}
+
+/// The walk of a workspace: files and directories `.gitignore` and
+/// `.ignore` files do not exclude, never a `.git` directory, never the
+/// run's own files, links not followed.
+fn walker(workspace: &Path, protected: &crate::tools::protected::Protected) -> ignore::WalkBuilder {
     let protected = protected.clone();
-    let walker = ignore::WalkBuilder::new(workspace)
-        .hidden(false)
+    let mut b = ignore::WalkBuilder::new(workspace);
+    b.hidden(false)
         .parents(false)
         .ignore(true)
         .git_ignore(true)
@@ -464,25 +450,62 @@ pub fn walk(workspace: &Path, protected: &crate::tools::protected::Protected) ->
         .git_exclude(false)
         .require_git(false)
         .follow_links(false)
-        .filter_entry(move |e| e.file_name() != ".git" && !protected.covers(e.path()))
-        .build();
-    let mut out = Vec::new();
-    for entry in walker.flatten() {
-        if out.len() >= MAX_FILES {
-            break;
-        }
-        let Some(ft) = entry.file_type() else {
-            continue;
-        };
-        if !(ft.is_file() || ft.is_symlink()) {
-            continue;
-        }
-        let Ok(rel) = entry.path().strip_prefix(workspace) else {
-            continue;
-        };
-        out.push(rel.as_os_str().as_bytes().to_vec());
-    }
-    out
+        .filter_entry(move |e| e.file_name() != ".git" && !protected.covers(e.path()));
+    b
+}
+
+/// Relative paths (bytes) of the files and symlinks to store, in no
+/// particular order (at most [`MAX_FILES`]).
+pub fn walk(workspace: &Path, protected: &crate::tools::protected::Protected) -> Vec<Vec<u8>> {
+    walk_with_stat(workspace, protected)
+        .into_iter()
+        .map(|(p, _)| p)
+        .collect()
+}
+
+/// [`walk`] with each one's `lstat` data, taken by a few threads at once
+/// (the `lstat` of every file is most of a checkpoint's time on a large
+/// tree).
+pub fn walk_with_stat(
+    workspace: &Path,
+    protected: &crate::tools::protected::Protected,
+) -> Vec<(Vec<u8>, std::fs::Metadata)> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+    let out = std::sync::Mutex::new(Vec::new());
+    walker(workspace, protected)
+        .threads(threads)
+        .build_parallel()
+        .run(|| {
+            Box::new(|entry| {
+                use ignore::WalkState;
+                let Ok(entry) = entry else {
+                    return WalkState::Continue;
+                };
+                if !entry
+                    .file_type()
+                    .is_some_and(|ft| ft.is_file() || ft.is_symlink())
+                {
+                    return WalkState::Continue;
+                }
+                let Ok(rel) = entry.path().strip_prefix(workspace) else {
+                    return WalkState::Continue;
+                };
+                let Ok(meta) = std::fs::symlink_metadata(entry.path()) else {
+                    return WalkState::Continue; // gone since the directory was read
+                };
+                let rel = rel.as_os_str().as_bytes().to_vec();
+                let mut out = out
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                if out.len() >= MAX_FILES {
+                    return WalkState::Quit;
+                }
+                out.push((rel, meta));
+                WalkState::Continue
+            })
+        });
+    out.into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// A relative path from its bytes.

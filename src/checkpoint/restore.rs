@@ -79,14 +79,17 @@ pub struct Restored {
 /// Makes the workspace's stored files equal `tree` of the store `git_dir`.
 ///
 /// The workspace as it is is checkpointed into the store first (so the
-/// store's index knows exactly the files a checkpoint would hold, and the
-/// state before the restore is kept); then `git read-tree --reset -u`
-/// moves the index and the files to `tree`: files that differ are written,
-/// files of the index that `tree` lacks are removed (with directories left
-/// empty), and nothing the index does not hold (ignored files, `.git`, the
-/// run's own files) is touched. git's checkout refuses to write through a
-/// symlinked leading directory, so a workspace cannot steer a restore
-/// outside itself. Running it again after a kill finishes the job.
+/// state before the restore is kept, and the files a checkpoint would hold
+/// are known exactly); a git index of that checkpoint is made (`read-tree`,
+/// then `update-index --refresh` fills in the stat data of files that are
+/// as stored, so they are not written again); then `git read-tree --reset
+/// -u` moves that index and the files to `tree`: files that differ are
+/// written, files the index holds and `tree` lacks are removed (with
+/// directories left empty), and nothing the index does not hold (ignored
+/// files, `.git`, the run's own files) is touched. git's checkout refuses
+/// to write through a symlinked leading directory, so a workspace cannot
+/// steer a restore outside itself. Running it again after a kill finishes
+/// the job.
 pub fn restore(
     git_dir: &Path,
     workspace: &Path,
@@ -96,8 +99,15 @@ pub fn restore(
     check_version()?;
     let mut cp = super::Checkpointer::for_store(git_dir, workspace, protected.clone());
     let before = cp.take(Some(tree))?;
-    super::clear_stale_lock(git_dir);
-    cp.git().run(&["read-tree", "--reset", "-u", tree], None)?;
+    let index = git_dir.join("restore-index");
+    let _ = std::fs::remove_file(&index);
+    let _ = std::fs::remove_file(git_dir.join("restore-index.lock"));
+    let mut git = cp.git().clone();
+    git.index = Some(index.clone());
+    git.run(&["read-tree", &before.tree], None)?;
+    git.run(&["update-index", "-q", "--refresh"], None)?;
+    git.run(&["read-tree", "--reset", "-u", tree], None)?;
+    let _ = std::fs::remove_file(&index);
     // Written files are durable before the intent goes.
     if let Ok(dir) = std::fs::File::open(workspace) {
         nix::unistd::syncfs(&dir).map_err(|e| CheckpointError::Io(format!("syncfs: {e}")))?;

@@ -106,3 +106,242 @@ fn the_runs_own_files_in_the_workspace_are_not_stored() {
     let t = cp.take(Some(&t.tree)).unwrap();
     assert_eq!(t.changed_count, 0, "{:?}", t.changed);
 }
+
+/// A workspace with what tree order and modes make hard: names that sort
+/// differently as a directory (`a` before `a.txt`, `a-b`, `a0`), an
+/// executable, a link, binary content, an empty directory, a deep path.
+fn awkward_workspace(ws: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt;
+    for d in ["a", "a/deep/er", "empty", "z"] {
+        std::fs::create_dir_all(ws.join(d)).unwrap();
+    }
+    std::fs::write(ws.join("a/b"), "in a\n").unwrap();
+    std::fs::write(ws.join("a/deep/er/x"), "deep\n").unwrap();
+    std::fs::write(ws.join("a.txt"), "a dot txt\n").unwrap();
+    std::fs::write(ws.join("a-b"), "dash\n").unwrap();
+    std::fs::write(ws.join("a0"), "zero\n").unwrap();
+    std::fs::write(ws.join("z/bin"), [0u8, 159, 146, 150, 255, 0, 10]).unwrap();
+    std::fs::write(ws.join("run.sh"), "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(ws.join("run.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::os::unix::fs::symlink("a/b", ws.join("link")).unwrap();
+}
+
+/// The tree real git makes of `ws` (its own index, in another store).
+fn git_write_tree(dir: &std::path::Path, ws: &std::path::Path) -> String {
+    let other = super::Git {
+        git_dir: dir.join("other.git"),
+        work_tree: ws.to_path_buf(),
+        index: Some(dir.join("other.index")),
+    };
+    other.init().unwrap();
+    other.run(&["add", "-A", "."], None).unwrap();
+    other.text(&["write-tree"], None).unwrap()
+}
+
+#[test]
+fn trees_are_the_ones_git_makes_and_the_store_passes_fsck() {
+    if !git_ok() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    awkward_workspace(&ws);
+    let mut cp = Checkpointer::new(&dir.path().join("r.wal"), &ws, Protected::none());
+    let t = cp.take(None).unwrap();
+    assert_eq!(t.tree, git_write_tree(dir.path(), &ws));
+    assert_eq!(t.files, 8);
+    assert_eq!(
+        t.changed,
+        [
+            "a-b",
+            "a.txt",
+            "a/b",
+            "a/deep/er/x",
+            "a0",
+            "link",
+            "run.sh",
+            "z/bin"
+        ]
+    );
+    // A change deep down, a removal, a mode change, a file made a
+    // directory: only the trees on those paths are made again, and they
+    // are git's.
+    std::fs::write(ws.join("a/deep/er/x"), "deeper\n").unwrap();
+    std::fs::remove_file(ws.join("a-b")).unwrap();
+    std::fs::remove_file(ws.join("a0")).unwrap();
+    std::fs::create_dir(ws.join("a0")).unwrap();
+    std::fs::write(ws.join("a0/inside"), "now a dir\n").unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(ws.join("a.txt"), std::fs::Permissions::from_mode(0o700)).unwrap();
+    }
+    let t2 = cp.take(Some(&t.tree)).unwrap();
+    std::fs::remove_file(dir.path().join("other.index")).unwrap();
+    assert_eq!(t2.tree, git_write_tree(dir.path(), &ws));
+    assert_eq!(
+        t2.changed,
+        ["a-b", "a.txt", "a/deep/er/x", "a0", "a0/inside"]
+    );
+    assert_eq!(t2.changed_count, 5);
+    // git reads every object, and finds the store sound.
+    let fsck = cp
+        .git()
+        .command(["fsck", "--full", "--strict", "--no-dangling"])
+        .output()
+        .unwrap();
+    assert!(
+        fsck.status.success(),
+        "{}",
+        String::from_utf8_lossy(&fsck.stderr)
+    );
+    let blob = cp
+        .git()
+        .text(&["cat-file", "-p", &format!("{}:z/bin", t2.tree)], None);
+    assert!(blob.is_ok());
+    let raw = cp
+        .git()
+        .run(&["cat-file", "blob", &format!("{}:z/bin", t2.tree)], None)
+        .unwrap();
+    assert_eq!(raw, [0u8, 159, 146, 150, 255, 0, 10]);
+    // Each checkpoint that made objects wrote one pack, and nothing else
+    // in objects/.
+    let packs: Vec<_> = std::fs::read_dir(cp.git().git_dir.join("objects/pack"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(packs.len(), 4, "{packs:?}");
+    // Nothing changed: no new pack.
+    let t3 = cp.take(Some(&t2.tree)).unwrap();
+    assert_eq!((t3.tree.as_str(), t3.changed_count), (t2.tree.as_str(), 0));
+    let n = std::fs::read_dir(cp.git().git_dir.join("objects/pack"))
+        .unwrap()
+        .count();
+    assert_eq!(n, 4);
+}
+
+#[test]
+fn a_new_checkpointer_uses_the_saved_index_and_survives_a_damaged_or_stale_one() {
+    if !git_ok() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    awkward_workspace(&ws);
+    let wal = dir.path().join("r.wal");
+    let first = Checkpointer::new(&wal, &ws, Protected::none())
+        .take(None)
+        .unwrap();
+    let store = super::store_dir(&wal);
+    assert!(super::index::cache_path(&store).is_file());
+    // A later process: the index is the cache's; what changed since the
+    // checkpoint it is of is found without git.
+    std::fs::write(ws.join("a/b"), "changed\n").unwrap();
+    let t = Checkpointer::new(&wal, &ws, Protected::none())
+        .take(Some(&first.tree))
+        .unwrap();
+    assert_eq!(t.changed, ["a/b"]);
+    // A cache damaged: everything is hashed again, the same trees come out.
+    let cache = super::index::cache_path(&store);
+    let mut bytes = std::fs::read(&cache).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x55;
+    std::fs::write(&cache, &bytes).unwrap();
+    let again = Checkpointer::new(&wal, &ws, Protected::none())
+        .take(Some(&first.tree))
+        .unwrap();
+    assert_eq!(
+        (again.tree.as_str(), again.changed.clone()),
+        (t.tree.as_str(), vec!["a/b".to_string()])
+    );
+    // A cache of another checkpoint than the previous one (a stale one) and
+    // a cache naming a blob the store lost (its packs gone): the changes
+    // come from git, lost objects are written again, git finds all.
+    std::fs::write(ws.join("a.txt"), "changed too\n").unwrap();
+    let cached = Checkpointer::new(&wal, &ws, Protected::none())
+        .take(Some(&t.tree))
+        .unwrap();
+    std::fs::write(ws.join("a.txt"), "changed back\n").unwrap();
+    let stale_prev = cached.tree.clone();
+    let t4 = Checkpointer::new(&wal, &ws, Protected::none())
+        .take(Some(&t.tree))
+        .unwrap();
+    assert_eq!(t4.changed, ["a.txt"]);
+    assert_ne!(t4.tree, stale_prev);
+    for e in std::fs::read_dir(store.join("objects/pack"))
+        .unwrap()
+        .flatten()
+    {
+        std::fs::remove_file(e.path()).unwrap();
+    }
+    let t5 = Checkpointer::new(&wal, &ws, Protected::none())
+        .take(None)
+        .unwrap();
+    assert_eq!(t5.tree, t4.tree);
+    assert_eq!(t5.changed_count, 8);
+    let fsck = Checkpointer::new(&wal, &ws, Protected::none())
+        .git()
+        .command(["fsck", "--full", "--strict", "--no-dangling"])
+        .output()
+        .unwrap();
+    assert!(
+        fsck.status.success(),
+        "{}",
+        String::from_utf8_lossy(&fsck.stderr)
+    );
+    let ls = Checkpointer::new(&wal, &ws, Protected::none())
+        .git()
+        .text(&["ls-tree", "-r", &t5.tree], None)
+        .unwrap();
+    assert_eq!(ls.lines().count(), 8, "{ls}");
+}
+
+#[test]
+fn what_a_kill_in_the_middle_of_a_pack_leaves_is_ignored_and_cleared() {
+    if !git_ok() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    std::fs::write(ws.join("f.txt"), "one\n").unwrap();
+    let wal = dir.path().join("r.wal");
+    let store = super::store_dir(&wal);
+    let first = Checkpointer::new(&wal, &ws, Protected::none())
+        .take(None)
+        .unwrap();
+    // A kill between the pack's rename and its index's: the pack is there
+    // without an index, and a temp file is left in the store's root.
+    let packs = store.join("objects/pack");
+    for e in std::fs::read_dir(&packs).unwrap().flatten() {
+        if e.path().extension().is_some_and(|x| x == "idx") {
+            std::fs::remove_file(e.path()).unwrap();
+        }
+    }
+    let tmp = store.join("tmp-tinyagent-1-0.pack");
+    std::fs::write(&tmp, "PACK torn").unwrap();
+    std::fs::remove_file(super::index::cache_path(&store)).unwrap();
+    // The next process does not count on those objects: it writes them
+    // again, and git finds everything.
+    let mut cp = Checkpointer::new(&wal, &ws, Protected::none());
+    let t = cp.take(None).unwrap();
+    assert_eq!((t.tree.as_str(), t.changed_count), (first.tree.as_str(), 1));
+    assert!(!tmp.exists());
+    let blob = cp
+        .git()
+        .run(&["cat-file", "blob", &format!("{}:f.txt", t.tree)], None)
+        .unwrap();
+    assert_eq!(blob, b"one\n");
+    let fsck = cp
+        .git()
+        .command(["fsck", "--full", "--strict", "--no-dangling"])
+        .output()
+        .unwrap();
+    assert!(
+        fsck.status.success(),
+        "{}",
+        String::from_utf8_lossy(&fsck.stderr)
+    );
+}
