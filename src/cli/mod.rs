@@ -11,6 +11,7 @@ pub mod fork;
 pub mod inspect;
 mod logcmd;
 mod mcpcmd;
+mod remote;
 mod resume;
 mod run;
 pub mod secrets;
@@ -232,8 +233,9 @@ async fn dispatch(cli: Cli) -> Result<i32, CliError> {
             resume::resume(&a).await
         }
         Command::Log(cmd) => tokio::task::block_in_place(|| logcmd::log(cmd)),
-        Command::Sessions(a) => tokio::task::block_in_place(|| {
-            sessions::sessions(a.all, a.json, &mut std::io::stdout().lock())
+        Command::Sessions(a) => tokio::task::block_in_place(|| match &a.url {
+            Some(url) => remote::sessions(url, a.json, &mut std::io::stdout().lock()),
+            None => sessions::sessions(a.all, a.json, &mut std::io::stdout().lock()),
         }),
         Command::Bench(args::BenchCommand::Save(a)) => tokio::task::block_in_place(|| {
             let (mut out, mut err) = (std::io::stdout(), std::io::stderr());

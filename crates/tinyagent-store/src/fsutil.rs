@@ -31,7 +31,7 @@ pub(crate) fn sibling(path: &Path, suffix: &str) -> PathBuf {
 ///
 /// # Errors
 /// When the directory cannot be opened or synced.
-pub(crate) fn sync_parent_dir(path: &Path) -> io::Result<()> {
+pub fn sync_parent_dir(path: &Path) -> io::Result<()> {
     File::open(parent_dir(path))?.sync_all()
 }
 
