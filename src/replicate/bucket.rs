@@ -197,10 +197,24 @@ impl Bucket {
     /// # Errors
     /// An http endpoint that is not loopback, a client that cannot be built.
     pub fn connect(url: &Url, creds: &Credentials, timeout: Duration) -> Result<Bucket, String> {
+        let var = |n: &str| std::env::var(n).ok().filter(|v| !v.is_empty());
+        let endpoint = var("AWS_ENDPOINT_URL_S3").or_else(|| var("AWS_ENDPOINT_URL"));
+        Self::connect_to(url, creds, timeout, endpoint)
+    }
+
+    /// [`Bucket::connect`] with the endpoint given (`None`: AWS's own).
+    ///
+    /// # Errors
+    /// As [`Bucket::connect`].
+    pub fn connect_to(
+        url: &Url,
+        creds: &Credentials,
+        timeout: Duration,
+        endpoint: Option<String>,
+    ) -> Result<Bucket, String> {
         // The TLS provider the model client uses too.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let var = |n: &str| std::env::var(n).ok().filter(|v| !v.is_empty());
-        let endpoint = var("AWS_ENDPOINT_URL_S3").or_else(|| var("AWS_ENDPOINT_URL"));
         let region = var("AWS_REGION")
             .or_else(|| var("AWS_DEFAULT_REGION"))
             .unwrap_or_else(|| "us-east-1".to_string());

@@ -354,7 +354,7 @@ impl Replicator {
     }
 
     fn start(
-        bucket: Bucket,
+        mut bucket: Bucket,
         settings: Settings,
         wal: &Path,
         manifest: Manifest,
@@ -363,6 +363,12 @@ impl Replicator {
     ) -> Replicator {
         let run_prefix = settings.url.key(&manifest.run_id);
         let shipped_len = manifest.log_len;
+        if settings.mode == Mode::Async {
+            // The shipper retries for ever; one attempt gives up soon, so
+            // that an outage is noticed (and sync points stop waiting for
+            // the lag bound) within about twice `max_lag`.
+            bucket.timeout = (settings.max_lag * 2).clamp(Duration::from_secs(1), settings.timeout);
+        }
         let mode = settings.mode;
         let inner = Arc::new(Inner {
             bucket,
