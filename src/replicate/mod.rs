@@ -318,6 +318,20 @@ impl Replicator {
         manifest: Manifest,
     ) -> Result<Replicator, String> {
         let bucket = connect(&settings, creds)?;
+        Self::create_in(bucket, settings, wal, manifest)
+    }
+
+    /// [`Replicator::create`] through a client made already (benches and
+    /// tests point one at a server of their own).
+    ///
+    /// # Errors
+    /// As [`Replicator::create`].
+    pub fn create_in(
+        bucket: Bucket,
+        settings: Settings,
+        wal: &Path,
+        manifest: Manifest,
+    ) -> Result<Replicator, String> {
         let run_prefix = settings.url.key(&manifest.run_id);
         let key = format!("{run_prefix}/{MANIFEST}");
         let version = match bucket.put(&key, manifest.encode(), PutMode::Create) {
