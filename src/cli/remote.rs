@@ -20,6 +20,98 @@ pub fn credentials() -> Credentials {
     }
 }
 
+/// What a log's own directory says about its replication
+/// (`<wal>.d/replicate.json`), so that a local `resume <wal>` goes on
+/// replicating, in the workspace a resume from the bucket restored.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Sidecar {
+    pub url: String,
+    pub mode: String,
+    /// Where the run works on this machine, when not where the log says
+    /// (a run fetched from a bucket).
+    #[serde(default)]
+    pub workspace: Option<String>,
+}
+
+fn sidecar_path(wal: &Path) -> PathBuf {
+    super::run::process_dir(wal).join("replicate.json")
+}
+
+fn write_sidecar(wal: &Path, sc: &Sidecar) -> Result<(), CliError> {
+    let p = sidecar_path(wal);
+    let fail = |e: std::io::Error| CliError::new(1, format!("{}: {e}", p.display()));
+    tinyagent_store::fsutil::create_dir_all_durable(p.parent().expect("a parent")).map_err(fail)?;
+    let text = serde_json::to_vec_pretty(sc).expect("serialises");
+    tinyagent_store::fsutil::atomic_write(&p, &text).map_err(fail)
+}
+
+/// The log's replication settings, if it is replicated.
+///
+/// # Errors
+/// A file there that does not parse (exit 2).
+pub fn read_sidecar(wal: &Path) -> Result<Option<Sidecar>, CliError> {
+    let p = sidecar_path(wal);
+    match std::fs::read(&p) {
+        Ok(b) => serde_json::from_slice(&b)
+            .map(Some)
+            .map_err(|e| CliError::refused(format!("{}: {e}", p.display()))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(CliError::refused(format!("{}: {e}", p.display()))),
+    }
+}
+
+fn mode_name(m: crate::replicate::Mode) -> &'static str {
+    match m {
+        crate::replicate::Mode::Sync => "sync",
+        crate::replicate::Mode::Async => "async",
+    }
+}
+
+/// A local `resume <wal>` of a replicated run: the bucket must hold a
+/// prefix of this log (else the run went on elsewhere: refused, exit 2);
+/// the run is taken over, and what the bucket lacks is shipped once the
+/// log is open ([`Replicator::catch_up`]).
+///
+/// # Errors
+/// As described; a bucket that cannot be reached (exit 1).
+pub fn reattach(
+    wal: &Path,
+    sc: &Sidecar,
+    run_id: &str,
+    args: &ResumeArgs,
+) -> Result<Replicator, CliError> {
+    let local = Config::load(args.config.as_deref())?;
+    let mode = args.replicate_mode.as_deref().unwrap_or(&sc.mode);
+    let settings = Settings::resolve(Some(&sc.url), Some(mode), &local.replicate)
+        .map_err(CliError::refused)?
+        .expect("a URL was given");
+    let bucket = crate::replicate::connect(&settings, &credentials()).map_err(CliError::refused)?;
+    let (m, version) = fetch::manifest(&bucket, run_id).map_err(from_fetch)?;
+    fetch::local_holds(wal, &m).map_err(|why| {
+        CliError::refused(format!(
+            "{}: {why}; resume it from the bucket instead: tinyagent resume {}/{run_id} (with \
+             another $TINYAGENT_HOME)",
+            wal.display(),
+            settings.url
+        ))
+    })?;
+    let files = fetch::stored_files(&bucket, run_id).map_err(from_fetch)?;
+    let taken = fetch::take_over_from(
+        bucket,
+        settings,
+        &m,
+        &version,
+        files,
+        &crate::replicate::writer_id(),
+    )
+    .map_err(from_fetch)?;
+    super::say(&format!(
+        "replicating to {}/{run_id} (taken over at epoch {})",
+        taken.settings.url, taken.manifest.epoch
+    ));
+    Ok(Replicator::resume(taken, wal))
+}
+
 /// Does `resume` name a run in a bucket?
 pub fn is_bucket(path: &Path) -> bool {
     path.to_str().is_some_and(|s| s.starts_with("s3://"))
@@ -52,8 +144,14 @@ pub fn start_for_run(
         Some(humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()),
         &started.task,
     );
+    let sc = Sidecar {
+        url: settings.url.to_string(),
+        mode: mode_name(settings.mode).into(),
+        workspace: None,
+    };
     let rep = Replicator::create(settings, &credentials(), wal, manifest)
         .map_err(|e| CliError::new(1, format!("{e} (the run did not start)")))?;
+    write_sidecar(wal, &sc)?;
     super::say(&format!("replicating to {}/{}", rep.url(), started.run_id));
     Ok(Some(rep))
 }
@@ -181,6 +279,12 @@ pub fn fetch_for_resume(args: &ResumeArgs, spec: &str) -> Result<Fetched, CliErr
             )));
         }
     }
+    let sc = Sidecar {
+        url: settings.url.to_string(),
+        mode: mode_name(settings.mode).into(),
+        workspace: Some(workspace.display().to_string()),
+    };
+    write_sidecar(&staged, &sc)?;
     let taken = fetch::take_over(bucket, settings, &fetched, &crate::replicate::writer_id())
         .map_err(from_fetch)?;
     // The log's time is its last record's (what a resume says about when

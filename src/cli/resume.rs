@@ -520,8 +520,17 @@ pub async fn resume(args: &ResumeArgs) -> Result<i32, CliError> {
         fetched = None;
         args
     };
-    let moved_to = fetched.as_ref().map(|f| f.workspace.display().to_string());
     let (mut source, mut first) = locate(args)?;
+    // A replicated log says where its bucket is, and where the run works
+    // when a resume from the bucket put it somewhere else.
+    let sidecar = match (&fetched, &source) {
+        (None, Source::Log(wal)) => super::remote::read_sidecar(wal)?,
+        _ => None,
+    };
+    let moved_to = fetched
+        .as_ref()
+        .map(|f| f.workspace.display().to_string())
+        .or_else(|| sidecar.as_ref().and_then(|s| s.workspace.clone()));
     if let Some(cwd) = &moved_to {
         first.settings.cwd.clone_from(cwd);
     }
@@ -538,7 +547,13 @@ pub async fn resume(args: &ResumeArgs) -> Result<i32, CliError> {
     tools_for(&first, &mcp)?;
     let mut options = store_options(&first_config);
     options.seams = test_seams()?;
-    let replicator = fetched.map(|f| crate::replicate::Replicator::resume(f.taken, &f.wal));
+    let replicator = match (fetched, &sidecar, &source) {
+        (Some(f), _, _) => Some(crate::replicate::Replicator::resume(f.taken, &f.wal)),
+        (None, Some(sc), Source::Log(wal)) => {
+            Some(super::remote::reattach(wal, sc, &first.run_id, args)?)
+        }
+        _ => None,
+    };
     options.on_sync = replicator.as_ref().map(crate::replicate::Replicator::hook);
     let (wal, untracked) = match source {
         Source::Log(wal) => (wal, None),
@@ -555,6 +570,9 @@ pub async fn resume(args: &ResumeArgs) -> Result<i32, CliError> {
     };
     let stopped_at = mtime(&wal);
     let (store, report) = open_when_free(&wal, options)?;
+    if let Some(r) = &replicator {
+        r.catch_up(store.end()).map_err(|e| CliError::new(1, e))?;
+    }
     let stopped = crate::agent::resume::stop_leftovers(store.state(), None);
     let mut run = store.state().run.clone().ok_or_else(|| {
         CliError::refused(format!(

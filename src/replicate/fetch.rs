@@ -225,7 +225,32 @@ pub fn take_over(
     fetched: &Fetched,
     writer: &str,
 ) -> Result<TakenOver, FetchError> {
-    let mut next = fetched.manifest.clone();
+    let files = fetched.files.iter().map(|(r, _)| r.clone());
+    take_over_from(
+        bucket,
+        settings,
+        &fetched.manifest,
+        &fetched.version,
+        files,
+        writer,
+    )
+}
+
+/// [`take_over`] of the manifest `read` (at `version`), whose checkpoint
+/// files `files` are stored.
+///
+/// # Errors
+/// As [`take_over`].
+pub fn take_over_from(
+    bucket: Bucket,
+    settings: Settings,
+    read: &Manifest,
+    version: &UpdateVersion,
+    files: impl IntoIterator<Item = String>,
+    writer: &str,
+) -> Result<TakenOver, FetchError> {
+    let files: HashSet<String> = files.into_iter().collect();
+    let mut next = read.clone();
     next.writer = writer.to_string();
     next.epoch += 1;
     next.status = "running".into();
@@ -233,11 +258,11 @@ pub fn take_over(
     let run_id = next.run_id.clone();
     let key = bucket.url.key(&format!("{run_id}/{MANIFEST}"));
     let encoded = next.encode();
-    match bucket.put(&key, encoded, PutMode::Update(fetched.version.clone())) {
+    match bucket.put(&key, encoded, PutMode::Update(version.clone())) {
         Ok(version) => Ok(TakenOver {
             bucket,
             settings,
-            files: fetched.files.iter().map(|(r, _)| r.clone()).collect(),
+            files,
             manifest: next,
             version,
         }),
@@ -251,7 +276,7 @@ pub fn take_over(
                 return Ok(TakenOver {
                     bucket,
                     settings,
-                    files: fetched.files.iter().map(|(r, _)| r.clone()).collect(),
+                    files,
                     manifest: m.clone(),
                     version: v.clone(),
                 });
@@ -301,6 +326,53 @@ pub fn write_store(git_dir: &Path, files: &[(String, Vec<u8>)]) -> Result<(), St
     if !files.is_empty() {
         git.run(&["fsck", "--no-dangling", "--no-progress"], None)
             .map_err(|e| format!("the stored checkpoint files do not make a sound store: {e}"))?;
+    }
+    Ok(())
+}
+
+/// The checkpoint files stored for `run_id` (relative to the store).
+///
+/// # Errors
+/// The bucket cannot be listed.
+pub fn stored_files(bucket: &Bucket, run_id: &str) -> Result<Vec<String>, FetchError> {
+    let prefix = bucket.url.key(&format!("{run_id}/checkpoints"));
+    let listed = bucket
+        .list(&prefix)
+        .map_err(|e| FetchError::failed(format!("{}: {e}", bucket.url)))?;
+    Ok(listed
+        .into_iter()
+        .filter_map(|(k, _)| k.strip_prefix(&format!("{prefix}/")).map(str::to_string))
+        .collect())
+}
+
+/// Does the local log at `wal` begin with exactly what `m` says is stored
+/// (each segment's length and CRC-32 over the same bytes of the file)?
+///
+/// # Errors
+/// Why not (the bucket holds more, or other bytes).
+pub fn local_holds(wal: &Path, m: &Manifest) -> Result<(), String> {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::File::open(wal).map_err(|e| format!("{}: {e}", wal.display()))?;
+    let len = f.metadata().map_err(|e| e.to_string())?.len();
+    if m.log_len > len {
+        return Err(format!(
+            "the bucket holds {} bytes of the log, this machine {len}: the run went on \
+             elsewhere",
+            m.log_len
+        ));
+    }
+    for s in &m.segments {
+        let mut buf = vec![0u8; s.len as usize];
+        f.read_exact_at(&mut buf, s.start)
+            .map_err(|e| e.to_string())?;
+        if crc32fast::hash(&buf) != s.crc32 {
+            return Err(format!(
+                "the bucket's bytes {}..{} differ from this machine's log: the run went on \
+                 elsewhere",
+                s.start,
+                s.start + s.len
+            ));
+        }
     }
     Ok(())
 }

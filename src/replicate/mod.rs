@@ -425,6 +425,34 @@ impl Replicator {
         })
     }
 
+    /// Ships the log's bytes from what the bucket holds up to `end` (the
+    /// durable length of a log opened again), with the checkpoint files not
+    /// stored yet, before anything else is appended.
+    ///
+    /// # Errors
+    /// As a sync point's.
+    ///
+    /// # Panics
+    /// When a lock was poisoned.
+    pub fn catch_up(&self, end: u64) -> Result<(), String> {
+        let mut st = self.inner.shipped.lock().expect("lock");
+        let from = st.manifest.log_len;
+        if end <= from {
+            return Ok(());
+        }
+        let bytes = read_range(&self.inner.wal, from, end)
+            .map_err(|e| format!("replication: reading the log: {e}"))?;
+        let r = self.inner.ship(&mut st, from, &bytes, true);
+        if let Err(e) = &r {
+            self.inner.fail(e);
+        } else {
+            let mut q = self.inner.queue.lock().expect("queue lock");
+            q.durable = end;
+            q.shipped = end;
+        }
+        r
+    }
+
     pub fn url(&self) -> &Url {
         &self.inner.settings.url
     }

@@ -221,6 +221,8 @@ fn lose_the_machine_and_resume_from_the_bucket_elsewhere() {
     // its first request equals the one the new machine sent.
     std::fs::rename(side.path("run.wal"), one.wal()).unwrap();
     std::fs::rename(side.path("run.wal.d"), wal_d(&one.wal())).unwrap();
+    // Without replication: this copy is only there to compare with.
+    std::fs::remove_file(wal_d(&one.wal()).join("replicate.json")).unwrap();
     std::fs::rename(side.path("ws-copy"), one.ws()).unwrap();
     let local = output(one.resume_cmd());
     assert_eq!(local.status.code(), Some(0), "{}", stderr(&local));
@@ -533,4 +535,50 @@ fn sessions_lists_the_runs_in_a_bucket_and_a_forged_segment_is_refused() {
         .unwrap_or_default();
     assert!(left.is_empty(), "nothing written: {left:?}");
     assert!(std::fs::read_dir(two.ws()).unwrap().next().is_none());
+}
+
+#[test]
+fn a_local_resume_goes_on_replicating_and_a_machine_left_behind_is_refused() {
+    let Some(w) = weed("a_local_resume_goes_on_replicating_and_a_machine_left_behind_is_refused")
+    else {
+        return;
+    };
+    let url = format!("{}/runs", w.bucket("local-resume"));
+    let server = MockServer::start(vec![
+        MockReply::tool_call("bash", json!({"command": "sleep 3.5"})).with_ids(&["long"]),
+        MockReply::text("done here"),
+        MockReply::text("more, elsewhere"),
+    ]);
+    let (one, id) = stopped_run(w, &url, &server);
+    // A plain local resume takes the run over and ships what it adds.
+    let mut c = one.resume_cmd();
+    w.env(&mut c);
+    let out = output(c);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("taken over at epoch 2"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(bucket_log(w, &url, &id), std::fs::read(one.wal()).unwrap());
+    // The run goes on on another machine...
+    let two = Sandbox::new();
+    let mut c = resume_cmd(&two, w, &format!("{url}/{id}"), "");
+    c.args(["--message", "one more thing"]);
+    let out = output(c);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // ...so the first machine's log is behind the bucket: refused, unchanged.
+    let before = std::fs::read(one.wal()).unwrap();
+    let mut c = one.resume_cmd();
+    c.args(["--message", "stale"]);
+    w.env(&mut c);
+    let out = output(c);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("went on elsewhere"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(std::fs::read(one.wal()).unwrap(), before);
+    assert_eq!(server.request_count(), 3);
 }
