@@ -582,3 +582,56 @@ fn a_local_resume_goes_on_replicating_and_a_machine_left_behind_is_refused() {
     assert_eq!(std::fs::read(one.wal()).unwrap(), before);
     assert_eq!(server.request_count(), 3);
 }
+
+#[test]
+fn small_segments_are_merged_as_the_run_goes() {
+    let Some(w) = weed("small_segments_are_merged_as_the_run_goes") else {
+        return;
+    };
+    use tinyagent::replicate::{FAN_IN, Manifest, Mode, Replicator, Settings};
+    let bucket_url = w.bucket("merge");
+    let url = format!("{bucket_url}/m");
+    let dir = tempfile::tempdir().unwrap();
+    // The synthetic run's own run.started (run id "bench") first.
+    let started = tinyagent::bench::run::SyntheticRun::new(2, 10).events[0].clone();
+    let wal = dir.path().join("bench.wal");
+    let settings = Settings {
+        url: tinyagent::replicate::bucket::Url::parse(&url).unwrap(),
+        mode: Mode::Sync,
+        max_lag: Duration::from_secs(1),
+        timeout: Duration::from_secs(20),
+    };
+    let rep = Replicator::create_in(
+        client(w, &url),
+        settings,
+        &wal,
+        Manifest::new("bench", "test", None, "merge"),
+    )
+    .unwrap();
+    let opts = tinyagent::store::StoreOptions {
+        snapshot_every: 0,
+        on_sync: Some(rep.hook()),
+        ..tinyagent::store::StoreOptions::default()
+    };
+    let mut s = tinyagent::store::Store::create(&wal, opts).unwrap();
+    s.append(started).unwrap();
+    let n = 600u64;
+    for step in 1..=n {
+        s.append(tinyagent::event::Event::StepSaved(
+            tinyagent::event::StepSaved {
+                step,
+                usage_total: tinyagent::event::Usage::default(),
+                cost_usd_total: 0.0,
+            },
+        ))
+        .unwrap();
+    }
+    drop(s);
+    drop(rep);
+    let segments: Vec<_> = w.objects(&bucket_url, "m/bench/log").into_iter().collect();
+    // 601 sync points = 2*256 + 5*16 + 9: two level-2 segments, five
+    // level-1, nine level-0; every merged part deleted.
+    assert_eq!(FAN_IN, 16);
+    assert_eq!(segments.len(), 2 + 5 + 9, "{segments:?}");
+    assert_eq!(bucket_log(w, &url, "bench"), std::fs::read(&wal).unwrap());
+}
