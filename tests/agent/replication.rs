@@ -494,11 +494,41 @@ fn sessions_lists_the_runs_in_a_bucket_and_a_forged_segment_is_refused() {
         return;
     };
     let url = format!("{}/team", w.bucket("sessions"));
-    let server = MockServer::start(vec![MockReply::text("done")]);
+    let server = MockServer::start(vec![
+        MockReply::tool_call(
+            "bash",
+            json!({"command": "env; echo AWS=$AWS_SECRET_ACCESS_KEY"}),
+        ),
+        MockReply::text("done"),
+    ]);
     let one = Sandbox::new();
     let out = output(run_cmd(&one, w, &server.base_url(), &url, ""));
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let id = run_id(&one.wal());
+    // The bucket's keys reached no tool, no file and no object.
+    let log = std::fs::read_to_string(one.wal()).unwrap();
+    assert!(
+        log.contains("AWS=\\n") || log.contains("AWS="),
+        "the tool ran"
+    );
+    for f in crate::support::e2e::all_files(one.dir.path()) {
+        let bytes = std::fs::read(&f).unwrap_or_default();
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(
+            !text.contains(s3::SECRET_KEY) && !text.contains(s3::ACCESS_KEY),
+            "a key in {}",
+            f.display()
+        );
+    }
+    let c = client(w, &url);
+    for (key, _) in w.objects(&url.replace("/team", ""), "team") {
+        let (bytes, _) = c.get(&key).unwrap();
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(
+            !text.contains(s3::SECRET_KEY) && !text.contains(s3::ACCESS_KEY),
+            "{key}"
+        );
+    }
     let mut c = Command::new(bin());
     c.arg("sessions").arg(&url).arg("--json");
     w.env(&mut c);
@@ -508,7 +538,7 @@ fn sessions_lists_the_runs_in_a_bucket_and_a_forged_segment_is_refused() {
     assert_eq!(rows.as_array().unwrap().len(), 1, "{rows}");
     assert_eq!(rows[0]["run_id"], id.as_str());
     assert_eq!(rows[0]["status"], "completed");
-    assert_eq!(rows[0]["steps"], 1);
+    assert_eq!(rows[0]["steps"], 2);
     // The run's log segment is replaced by one whose bytes differ: a resume
     // from the bucket refuses it (exit 2) and writes nothing.
     let name = url.trim_start_matches("s3://").split('/').next().unwrap();
