@@ -111,6 +111,10 @@ pub fn finished(
                 format!("{reason}{hint}; resume with: {resume}"),
             ));
         }
+        // Another writer holds the run now: nothing to fix or resume here.
+        Err(e @ AgentError::Store(_)) if e.to_string().contains(crate::replicate::HELD) => {
+            return Err(CliError::new(1, e.to_string()));
+        }
         Err(e @ AgentError::Store(_)) if e.exit_code() == 1 => {
             return Err(CliError::new(
                 1,

@@ -227,11 +227,15 @@ impl Manifest {
     }
 }
 
+/// What the message of a writer that lost the run says (the command line
+/// tells it from other failures by it: there is nothing to resume here).
+pub const HELD: &str = "is now held by writer";
+
 /// The message of a writer that lost the run.
 fn held_message(run_id: &str, m: Option<&Manifest>) -> String {
     match m {
         Some(m) => format!(
-            "replication: run {run_id} is now held by writer {} (epoch {}); this writer stops \
+            "replication: run {run_id} {HELD} {} (epoch {}); this writer stops \
              without acknowledging anything more",
             m.writer, m.epoch
         ),
