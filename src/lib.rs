@@ -48,6 +48,9 @@
 //! - [`cli`]: the command line: `run` and `resume` as stages (resolve and
 //!   check everything, then touch the disk), `log inspect/verify/repair/
 //!   export/import`, `bench save`, `demo`, exit codes.
+//! - [`replicate`]: the log and checkpoint store shipped to S3-compatible
+//!   storage after each sync point (sync or async), a fenced single writer
+//!   per run, and a run fetched from a bucket onto a new machine.
 //! - [`bench`]: the save-cost benchmark and the synthetic runs it measures.
 //! - `trajectory`: whole-file trajectory JSON (schema v1 and v2) to and from
 //!   a log.
@@ -65,6 +68,7 @@ pub mod config;
 pub mod event;
 pub mod mcp;
 pub mod model;
+pub mod replicate;
 pub mod session;
 pub mod signals;
 pub mod store;

@@ -174,6 +174,14 @@ pub struct RunArgs {
     /// Workspace the tools act in (default: the current directory).
     #[arg(long)]
     pub cwd: Option<PathBuf>,
+    /// Ship the log and checkpoints to S3-compatible storage,
+    /// s3://bucket/prefix (default: replicate.url; docs/replication.md).
+    #[arg(long, value_name = "URL")]
+    pub replicate: Option<String>,
+    /// sync (a sync point waits for the bucket) or async (default:
+    /// replicate.mode, else sync).
+    #[arg(long, value_name = "MODE")]
+    pub replicate_mode: Option<String>,
     /// JSON events on stdout, one per line; human output goes to stderr.
     #[arg(long)]
     pub json: bool,
@@ -241,10 +249,16 @@ pub struct ResumeArgs {
     /// Go on without the hooks the log was written with.
     #[arg(long)]
     pub no_hooks: bool,
-    /// Where a resumed trajectory's run works (required for a trajectory
-    /// file: the workspace it names is not taken on its word).
+    /// Where a resumed trajectory's or bucket's run works (required for a
+    /// trajectory file: the workspace it names is not taken on its word;
+    /// default for s3://…: the current directory, which must be empty or
+    /// hold the run's last checkpoint).
     #[arg(long)]
     pub cwd: Option<PathBuf>,
+    /// With s3://…: sync or async replication from here on (default:
+    /// replicate.mode, else sync).
+    #[arg(long, value_name = "MODE")]
+    pub replicate_mode: Option<String>,
 }
 
 /// When human output is coloured.
@@ -274,6 +288,8 @@ impl ColorChoice {
 
 #[derive(Debug, Args, Clone, Default)]
 pub struct SessionsArgs {
+    /// The runs stored in a bucket (s3://bucket/prefix) instead.
+    pub url: Option<String>,
     /// Every workspace's runs, not only those of the current directory.
     #[arg(long)]
     pub all: bool,

@@ -11,6 +11,7 @@ pub mod fork;
 pub mod inspect;
 mod logcmd;
 mod mcpcmd;
+mod remote;
 mod resume;
 mod run;
 pub mod secrets;
@@ -109,6 +110,10 @@ pub fn finished(
                 1,
                 format!("{reason}{hint}; resume with: {resume}"),
             ));
+        }
+        // Another writer holds the run now: nothing to fix or resume here.
+        Err(e @ AgentError::Store(_)) if e.to_string().contains(crate::replicate::HELD) => {
+            return Err(CliError::new(1, e.to_string()));
         }
         Err(e @ AgentError::Store(_)) if e.exit_code() == 1 => {
             return Err(CliError::new(
@@ -232,8 +237,9 @@ async fn dispatch(cli: Cli) -> Result<i32, CliError> {
             resume::resume(&a).await
         }
         Command::Log(cmd) => tokio::task::block_in_place(|| logcmd::log(cmd)),
-        Command::Sessions(a) => tokio::task::block_in_place(|| {
-            sessions::sessions(a.all, a.json, &mut std::io::stdout().lock())
+        Command::Sessions(a) => tokio::task::block_in_place(|| match &a.url {
+            Some(url) => remote::sessions(url, a.json, &mut std::io::stdout().lock()),
+            None => sessions::sessions(a.all, a.json, &mut std::io::stdout().lock()),
         }),
         Command::Bench(args::BenchCommand::Save(a)) => tokio::task::block_in_place(|| {
             let (mut out, mut err) = (std::io::stdout(), std::io::stderr());

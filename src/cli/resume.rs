@@ -3,6 +3,7 @@
 
 use super::CliError;
 use super::args::ResumeArgs;
+use super::remote::is_bucket;
 use super::run::{exec_env, hook_settings, process_dir, provider_for, store_options, test_seams};
 use crate::agent::output::Output;
 use crate::agent::resume::StopInfo;
@@ -502,7 +503,37 @@ pub async fn resume(args: &ResumeArgs) -> Result<i32, CliError> {
     // Every check of flags, config and tool set comes before the log is
     // locked, a torn tail cut or a trajectory imported.
     check_flags(args)?;
+    // A run in a bucket is fetched, checked and taken over first; from then
+    // on it is resumed like a local log, in the workspace it was restored to.
+    let (fetched, local_args);
+    let args = if is_bucket(args.log()) {
+        let spec = args.log().to_string_lossy().to_string();
+        let f = super::remote::fetch_for_resume(args, &spec)?;
+        local_args = ResumeArgs {
+            path: Some(f.wal.clone()),
+            cwd: None,
+            ..args.clone()
+        };
+        fetched = Some(f);
+        &local_args
+    } else {
+        fetched = None;
+        args
+    };
     let (mut source, mut first) = locate(args)?;
+    // A replicated log says where its bucket is, and where the run works
+    // when a resume from the bucket put it somewhere else.
+    let sidecar = match (&fetched, &source) {
+        (None, Source::Log(wal)) => super::remote::read_sidecar(wal)?,
+        _ => None,
+    };
+    let moved_to = fetched
+        .as_ref()
+        .map(|f| f.workspace.display().to_string())
+        .or_else(|| sidecar.as_ref().and_then(|s| s.workspace.clone()));
+    if let Some(cwd) = &moved_to {
+        first.settings.cwd.clone_from(cwd);
+    }
     // With no MCP server on either side the tool set is known before the
     // workspace is: it is checked first.
     let local = Config::load(args.config.as_deref())?;
@@ -521,6 +552,14 @@ pub async fn resume(args: &ResumeArgs) -> Result<i32, CliError> {
     tools_for(&first, &mcp)?;
     let mut options = store_options(&first_config);
     options.seams = test_seams()?;
+    let replicator = match (fetched, &sidecar, &source) {
+        (Some(f), _, _) => Some(crate::replicate::Replicator::resume(f.taken, &f.wal)),
+        (None, Some(sc), Source::Log(wal)) => {
+            Some(super::remote::reattach(wal, sc, &first.run_id, args)?)
+        }
+        _ => None,
+    };
+    options.on_sync = replicator.as_ref().map(crate::replicate::Replicator::hook);
     let (wal, untracked) = match source {
         Source::Log(wal) => (wal, None),
         Source::Trajectory(t) => {
@@ -536,13 +575,19 @@ pub async fn resume(args: &ResumeArgs) -> Result<i32, CliError> {
     };
     let stopped_at = mtime(&wal);
     let (store, report) = open_when_free(&wal, options)?;
+    if let Some(r) = &replicator {
+        r.catch_up(store.end()).map_err(|e| CliError::new(1, e))?;
+    }
     let stopped = crate::agent::resume::stop_leftovers(store.state(), None);
-    let run = store.state().run.clone().ok_or_else(|| {
+    let mut run = store.state().run.clone().ok_or_else(|| {
         CliError::refused(format!(
             "{}: the log has no run.started record",
             wal.display()
         ))
     })?;
+    if let Some(cwd) = &moved_to {
+        run.settings.cwd.clone_from(cwd);
+    }
     let config = config_for(&run, args)?;
     let tools = tools_for(&run, &mcp)?;
     drop(mcp);
@@ -612,7 +657,9 @@ pub async fn resume(args: &ResumeArgs) -> Result<i32, CliError> {
     })?;
     let result = agent.run().await;
     let finished = matches!(agent.state().status, Status::Finished(_));
+    let state = agent.state().clone();
     agent.close();
+    super::remote::finish(replicator, &state);
     if finished {
         super::run::remove_container(container.as_ref());
     }

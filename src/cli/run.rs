@@ -560,6 +560,17 @@ pub async fn run(args: &RunArgs) -> Result<i32, CliError> {
             &plan.wal,
         )?)
     };
+    // The run's manifest is created in the bucket before its log exists:
+    // nothing of the run is acknowledged before replication holds it.
+    let file = Config::load(args.config.as_deref())?;
+    let replicator = super::remote::start_for_run(
+        args.replicate.as_deref(),
+        args.replicate_mode.as_deref(),
+        &file,
+        &plan.wal,
+        &plan.started,
+    )?;
+    options.on_sync = replicator.as_ref().map(crate::replicate::Replicator::hook);
     // Store::create makes the log's directory (durably) when it is missing.
     let mut store = Store::create(&plan.wal, options)?;
     let started = Event::RunStarted(plan.started.clone());
@@ -628,7 +639,9 @@ pub async fn run(args: &RunArgs) -> Result<i32, CliError> {
     }
     let result = agent.run().await;
     let finished = matches!(agent.state().status, crate::session::Status::Finished(_));
+    let state = agent.state().clone();
     agent.close();
+    super::remote::finish(replicator, &state);
     if finished {
         remove_container(container.as_ref());
     }

@@ -42,6 +42,21 @@ pub struct Config {
     pub env: EnvSection,
     #[serde(default)]
     pub mcp: McpSection,
+    #[serde(default)]
+    pub replicate: ReplicateSection,
+}
+
+/// `[replicate]`: shipping the run to S3-compatible storage
+/// (docs/replication.md).
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplicateSection {
+    /// `s3://bucket/prefix`.
+    pub url: Option<String>,
+    /// `sync` (default) or `async`.
+    pub mode: Option<String>,
+    pub max_lag_ms: Option<u64>,
+    pub timeout_s: Option<u64>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]

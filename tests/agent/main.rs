@@ -27,6 +27,7 @@ mod model_openai;
 mod model_retry;
 mod model_script;
 mod plan_e2e;
+mod replication;
 mod resume_e2e;
 mod sandbox_e2e;
 mod secrets;

@@ -21,6 +21,7 @@ pub mod e2e;
 pub mod mock;
 pub mod plan;
 pub mod require;
+pub mod s3;
 pub mod tools;
 pub mod torture;
 pub mod wal;

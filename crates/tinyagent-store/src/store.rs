@@ -28,6 +28,23 @@ use std::path::{Path, PathBuf};
 /// Default records between background snapshots.
 pub const DEFAULT_SNAPSHOT_EVERY: u64 = 1000;
 
+/// A batch of records the log has just made durable (written and
+/// fdatasync'd): its lines' bytes as they are in the file, from byte offset
+/// `start`, and each record's `type`.
+#[derive(Debug, Clone, Copy)]
+pub struct SyncPoint<'a> {
+    pub start: u64,
+    pub bytes: &'a [u8],
+    pub kinds: &'a [&'a str],
+}
+
+/// Called after each sync point, before [`Store::append`] or
+/// [`Store::flush`] returns (so before anything that depends on the records
+/// can happen). An `Err` fails that append or flush and poisons the store:
+/// the records are durable locally but were never acknowledged. Replication
+/// ships the log's bytes from here.
+pub type SyncHook = std::sync::Arc<dyn Fn(&SyncPoint<'_>) -> Result<(), String> + Send + Sync>;
+
 /// How a store runs.
 #[derive(Clone)]
 pub struct StoreOptions {
@@ -37,6 +54,8 @@ pub struct StoreOptions {
     pub snapshot_hook: Option<SnapshotHook>,
     /// Test-only faults and crash points (see [`crate::seams`]).
     pub seams: TestSeams,
+    /// Called after every sync point (see [`SyncHook`]).
+    pub on_sync: Option<SyncHook>,
 }
 
 impl Default for StoreOptions {
@@ -45,6 +64,7 @@ impl Default for StoreOptions {
             snapshot_every: DEFAULT_SNAPSHOT_EVERY,
             snapshot_hook: None,
             seams: TestSeams::default(),
+            on_sync: None,
         }
     }
 }
@@ -55,6 +75,7 @@ impl std::fmt::Debug for StoreOptions {
             .field("snapshot_every", &self.snapshot_every)
             .field("snapshot_hook", &self.snapshot_hook.is_some())
             .field("seams", &self.seams)
+            .field("on_sync", &self.on_sync.is_some())
             .finish()
     }
 }
@@ -81,6 +102,9 @@ pub enum StoreError {
     BadLog { path: PathBuf, reason: String },
     #[error("the log writer stopped after an earlier failure: {0}")]
     Poisoned(String),
+    /// The sync hook (replication) refused a sync point.
+    #[error("{0}")]
+    Hook(String),
     /// A failed write, short write, failed sync or unreadable file.
     #[error(transparent)]
     Wal(WalError),
@@ -107,6 +131,7 @@ impl StoreError {
             | StoreError::Empty { .. }
             | StoreError::BadLog { .. } => 2,
             StoreError::Poisoned(_)
+            | StoreError::Hook(_)
             | StoreError::Wal(_)
             | StoreError::Io { .. }
             | StoreError::SnapshotWriter(_) => 1,
@@ -151,6 +176,9 @@ pub struct Store<R: Record, S: Fold<R>> {
     snapshots: Option<SnapshotWriter<R>>,
     crash_after: Option<CrashCounter>,
     warnings: Vec<String>,
+    on_sync: Option<SyncHook>,
+    /// Set when the sync hook failed: nothing more is appended.
+    hook_failed: Option<String>,
 }
 
 /// What [`load`] read.
@@ -374,6 +402,8 @@ impl<R: Record, S: Fold<R>> Store<R, S> {
             snapshots,
             crash_after: CrashCounter::new(opts.seams.crash_after.as_ref()),
             warnings,
+            on_sync: opts.on_sync.clone(),
+            hook_failed: None,
         })
     }
 
@@ -436,6 +466,8 @@ impl<R: Record, S: Fold<R>> Store<R, S> {
             snapshots,
             crash_after,
             warnings: Vec::new(),
+            on_sync: opts.on_sync.clone(),
+            hook_failed: None,
         };
         Ok((store, report))
     }
@@ -453,7 +485,10 @@ impl<R: Record, S: Fold<R>> Store<R, S> {
                 "append with records staged and not flushed: flush them first".into(),
             ));
         }
+        self.check_hook()?;
+        let start = self.writer.end();
         let done = self.writer.append(&event)?;
+        self.run_hook(start, &[event.kind()])?;
         if self
             .crash_after
             .as_mut()
@@ -479,6 +514,7 @@ impl<R: Record, S: Fold<R>> Store<R, S> {
     /// [`StoreError::Poisoned`] after an earlier failure; an encoding error
     /// (nothing is staged then, and the state is unchanged).
     pub fn stage(&mut self, event: R) -> Result<u64, StoreError> {
+        self.check_hook()?;
         let done = self.writer.stage(&event)?;
         self.state.apply(&event);
         let seq = done.seq;
@@ -506,8 +542,14 @@ impl<R: Record, S: Fold<R>> Store<R, S> {
                 }
             }
         }
+        self.check_hook()?;
+        let start = self.unflushed.first().map(|(done, _)| done.offset);
         self.writer.flush()?;
         let flushed = std::mem::take(&mut self.unflushed);
+        if let Some(start) = start {
+            let kinds: Vec<&str> = flushed.iter().map(|(_, e)| e.kind()).collect();
+            self.run_hook(start, &kinds)?;
+        }
         if let Some(w) = &self.snapshots {
             w.records(
                 flushed
@@ -524,6 +566,36 @@ impl<R: Record, S: Fold<R>> Store<R, S> {
 
     pub fn state(&self) -> &S {
         &self.state
+    }
+
+    fn check_hook(&self) -> Result<(), StoreError> {
+        match &self.hook_failed {
+            Some(msg) => Err(StoreError::Hook(msg.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Hands the bytes `[start, end)` just made durable to the sync hook.
+    fn run_hook(&mut self, start: u64, kinds: &[&str]) -> Result<(), StoreError> {
+        let Some(hook) = self.on_sync.clone() else {
+            return Ok(());
+        };
+        let point = SyncPoint {
+            start,
+            bytes: self.writer.last_batch(),
+            kinds,
+        };
+        debug_assert_eq!(start + point.bytes.len() as u64, self.writer.end());
+        if let Err(msg) = hook(&point) {
+            self.hook_failed = Some(msg.clone());
+            return Err(StoreError::Hook(msg));
+        }
+        Ok(())
+    }
+
+    /// Byte length of the log's durable part.
+    pub fn end(&self) -> u64 {
+        self.writer.end()
     }
 
     pub fn path(&self) -> &Path {

@@ -146,6 +146,8 @@ pub struct WalWriter {
     buf: Vec<u8>,
     /// How many records `buf` holds.
     staged: u64,
+    /// The lines of the last successful flush (the buffer swapped out).
+    last_batch: Vec<u8>,
 }
 
 impl WalWriter {
@@ -203,6 +205,7 @@ impl WalWriter {
             poisoned: None,
             buf: Vec::with_capacity(4096),
             staged: 0,
+            last_batch: Vec::new(),
         }
     }
 
@@ -213,6 +216,17 @@ impl WalWriter {
     /// The seq the next record will get.
     pub fn next_seq(&self) -> u64 {
         self.next_seq
+    }
+
+    /// Byte offset after the last staged record (after the last durable one
+    /// when nothing is staged).
+    pub fn end(&self) -> u64 {
+        self.offset
+    }
+
+    /// The lines the last successful [`WalWriter::flush`] made durable.
+    pub fn last_batch(&self) -> &[u8] {
+        &self.last_batch
     }
 
     /// Appends one record stamped with the current time (`ts`, see
@@ -308,6 +322,7 @@ impl WalWriter {
         self.io.appends += self.staged;
         self.io.bytes += expected as u64;
         self.staged = 0;
+        std::mem::swap(&mut self.buf, &mut self.last_batch);
         self.buf.clear();
         Ok(())
     }

@@ -1,0 +1,437 @@
+//! The command line's side of replication: the settings of a run, a run
+//! fetched from a bucket for `resume s3://…`, and `sessions s3://…`.
+
+use super::CliError;
+use super::args::ResumeArgs;
+use crate::config::Config;
+use crate::replicate::bucket::Credentials;
+use crate::replicate::fetch::{self, FetchError, TakenOver};
+use crate::replicate::{Manifest, Replicator, Settings, Summary};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// The AWS credentials as the agent holds them (taken out of the
+/// environment at start, see [`super::secrets`]).
+pub fn credentials() -> Credentials {
+    Credentials {
+        key_id: super::secrets::key("AWS_ACCESS_KEY_ID"),
+        secret: super::secrets::key("AWS_SECRET_ACCESS_KEY"),
+        token: super::secrets::key("AWS_SESSION_TOKEN"),
+    }
+}
+
+/// What a log's own directory says about its replication
+/// (`<wal>.d/replicate.json`), so that a local `resume <wal>` goes on
+/// replicating, in the workspace a resume from the bucket restored.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Sidecar {
+    pub url: String,
+    pub mode: String,
+    /// Where the run works on this machine, when not where the log says
+    /// (a run fetched from a bucket).
+    #[serde(default)]
+    pub workspace: Option<String>,
+}
+
+fn sidecar_path(wal: &Path) -> PathBuf {
+    super::run::process_dir(wal).join("replicate.json")
+}
+
+fn write_sidecar(wal: &Path, sc: &Sidecar) -> Result<(), CliError> {
+    let p = sidecar_path(wal);
+    let fail = |e: std::io::Error| CliError::new(1, format!("{}: {e}", p.display()));
+    tinyagent_store::fsutil::create_dir_all_durable(p.parent().expect("a parent")).map_err(fail)?;
+    let text = serde_json::to_vec_pretty(sc).expect("serialises");
+    tinyagent_store::fsutil::atomic_write(&p, &text).map_err(fail)
+}
+
+/// The log's replication settings, if it is replicated.
+///
+/// # Errors
+/// A file there that does not parse (exit 2).
+pub fn read_sidecar(wal: &Path) -> Result<Option<Sidecar>, CliError> {
+    let p = sidecar_path(wal);
+    match std::fs::read(&p) {
+        Ok(b) => serde_json::from_slice(&b)
+            .map(Some)
+            .map_err(|e| CliError::refused(format!("{}: {e}", p.display()))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(CliError::refused(format!("{}: {e}", p.display()))),
+    }
+}
+
+fn mode_name(m: crate::replicate::Mode) -> &'static str {
+    match m {
+        crate::replicate::Mode::Sync => "sync",
+        crate::replicate::Mode::Async => "async",
+    }
+}
+
+/// A local `resume <wal>` of a replicated run: the bucket must hold a
+/// prefix of this log (else the run went on elsewhere: refused, exit 2);
+/// the run is taken over, and what the bucket lacks is shipped once the
+/// log is open ([`Replicator::catch_up`]).
+///
+/// # Errors
+/// As described; a bucket that cannot be reached (exit 1).
+pub fn reattach(
+    wal: &Path,
+    sc: &Sidecar,
+    run_id: &str,
+    args: &ResumeArgs,
+) -> Result<Replicator, CliError> {
+    let local = Config::load(args.config.as_deref())?;
+    let mode = args.replicate_mode.as_deref().unwrap_or(&sc.mode);
+    let settings = Settings::resolve(Some(&sc.url), Some(mode), &local.replicate)
+        .map_err(CliError::refused)?
+        .expect("a URL was given");
+    let bucket = crate::replicate::connect(&settings, &credentials()).map_err(CliError::refused)?;
+    let (m, version) = fetch::manifest(&bucket, run_id).map_err(from_fetch)?;
+    fetch::local_holds(wal, &m).map_err(|why| {
+        CliError::refused(format!(
+            "{}: {why}; resume it from the bucket instead: tinyagent resume {}/{run_id} (with \
+             another $TINYAGENT_HOME)",
+            wal.display(),
+            settings.url
+        ))
+    })?;
+    let files = fetch::stored_files(&bucket, run_id).map_err(from_fetch)?;
+    let taken = fetch::take_over_from(
+        bucket,
+        settings,
+        &m,
+        &version,
+        files,
+        &crate::replicate::writer_id(),
+    )
+    .map_err(from_fetch)?;
+    super::say(&format!(
+        "replicating to {}/{run_id} (taken over at epoch {})",
+        taken.settings.url, taken.manifest.epoch
+    ));
+    Ok(Replicator::resume(taken, wal))
+}
+
+/// Does `resume` name a run in a bucket?
+pub fn is_bucket(path: &Path) -> bool {
+    path.to_str().is_some_and(|s| s.starts_with("s3://"))
+}
+
+fn from_fetch(e: FetchError) -> CliError {
+    CliError::new(if e.refused { 2 } else { 1 }, e.message)
+}
+
+/// A new run's replication: its manifest created in the bucket.
+///
+/// # Errors
+/// Bad settings (exit 2), a bucket that cannot be reached or holds the
+/// run id already (exit 1).
+pub fn start_for_run(
+    url: Option<&str>,
+    mode: Option<&str>,
+    file: &Config,
+    wal: &Path,
+    started: &crate::event::RunStarted,
+) -> Result<Option<Replicator>, CliError> {
+    let Some(settings) =
+        Settings::resolve(url, mode, &file.replicate).map_err(CliError::refused)?
+    else {
+        return Ok(None);
+    };
+    let manifest = Manifest::new(
+        &started.run_id,
+        &crate::replicate::writer_id(),
+        Some(humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()),
+        &started.task,
+    );
+    let sc = Sidecar {
+        url: settings.url.to_string(),
+        mode: mode_name(settings.mode).into(),
+        workspace: None,
+    };
+    let rep = Replicator::create(settings, &credentials(), wal, manifest)
+        .map_err(|e| CliError::new(1, format!("{e} (the run did not start)")))?;
+    write_sidecar(wal, &sc)?;
+    super::say(&format!("replicating to {}/{}", rep.url(), started.run_id));
+    Ok(Some(rep))
+}
+
+/// How a run ended, for the manifest.
+pub fn summary(state: &crate::session::State) -> Summary {
+    Summary {
+        status: match state.status {
+            crate::session::Status::Finished(s) => s.as_str().to_string(),
+            crate::session::Status::Running => "stopped".to_string(),
+        },
+        steps: state.step,
+        cost_usd: state.cost_usd,
+    }
+}
+
+/// Ends replication, saying what the person should know.
+pub fn finish(rep: Option<Replicator>, state: &crate::session::State) {
+    if let Some(rep) = rep {
+        for w in rep.finish(&summary(state)) {
+            crate::agent::output::err_line(&w);
+        }
+    }
+}
+
+/// A run fetched from a bucket, in place locally and taken over.
+pub struct Fetched {
+    pub wal: PathBuf,
+    pub workspace: PathBuf,
+    pub taken: TakenOver,
+}
+
+/// The time of the last record of the log at `path`.
+fn last_ts(path: &Path) -> Option<std::time::SystemTime> {
+    let mut ts = None;
+    tinyagent_store::wal::reader::scan::<crate::event::Event>(path, None, |f, _| {
+        ts = Some(f.ts.clone());
+    })
+    .ok()?;
+    humantime::parse_rfc3339_weak(&ts?).ok()
+}
+
+fn is_empty_dir(dir: &Path) -> Result<bool, CliError> {
+    let mut it = std::fs::read_dir(dir)
+        .map_err(|e| CliError::refused(format!("--cwd {}: {e}", dir.display())))?;
+    Ok(it.next().is_none())
+}
+
+/// `resume s3://bucket/prefix/<run_id>`, the part before the run goes on:
+/// the run's log and checkpoint files fetched and checked, the workspace
+/// (`--cwd`, else the current directory) found empty or equal to the last
+/// checkpoint, the run taken over, then the log put where `run` keeps logs
+/// (`$TINYAGENT_HOME/runs/<run_id>.wal`) and the workspace restored. A
+/// refusal (exit 2) or a writer that took the run first (exit 1) leaves
+/// nothing behind.
+///
+/// # Errors
+/// As described.
+pub fn fetch_for_resume(args: &ResumeArgs, spec: &str) -> Result<Fetched, CliError> {
+    let (url, run_id) = fetch::parse_run_url(spec).map_err(CliError::refused)?;
+    let local = Config::load(args.config.as_deref())?;
+    let settings = Settings::resolve(
+        Some(&url.to_string()),
+        args.replicate_mode.as_deref(),
+        &local.replicate,
+    )
+    .map_err(CliError::refused)?
+    .expect("a URL was given");
+    let dir = args.cwd.clone().unwrap_or_else(|| PathBuf::from("."));
+    let workspace = std::fs::canonicalize(&dir)
+        .map_err(|e| CliError::refused(format!("--cwd {}: {e}", dir.display())))?;
+    if !workspace.is_dir() {
+        return Err(CliError::refused(format!(
+            "--cwd {} is not a directory",
+            workspace.display()
+        )));
+    }
+    let runs = super::run::home()?.join("runs");
+    let wal = runs.join(format!("{run_id}.wal"));
+    let wal_d = super::run::process_dir(&wal);
+    if wal.exists() || wal_d.exists() {
+        return Err(CliError::refused(format!(
+            "{} exists: this machine has the run already; resume it with `tinyagent resume {}`",
+            wal.display(),
+            wal.display()
+        )));
+    }
+    let bucket = crate::replicate::connect(&settings, &credentials()).map_err(CliError::refused)?;
+    tinyagent_store::fsutil::create_dir_all_durable(&runs)
+        .map_err(|e| CliError::new(1, format!("{}: {e}", runs.display())))?;
+    let staging = tempfile::Builder::new()
+        .prefix(".incoming-")
+        .tempdir_in(&runs)
+        .map_err(|e| CliError::new(1, format!("{}: {e}", runs.display())))?;
+    let fetched = fetch::fetch(&bucket, &run_id, staging.path()).map_err(from_fetch)?;
+    let staged = staging.path().join(format!("{run_id}.wal"));
+    tinyagent_store::fsutil::atomic_write(&staged, &fetched.log)
+        .map_err(|e| CliError::new(1, format!("{}: {e}", staged.display())))?;
+    let git_dir = crate::checkpoint::store_dir(&staged);
+    fetch::write_store(&git_dir, &fetched.files)
+        .map_err(|e| CliError::refused(format!("{}/{run_id}: {e}", settings.url)))?;
+    let loaded = crate::store::load(&staged)?;
+    let tree = loaded
+        .state
+        .last_checkpoint
+        .as_ref()
+        .map(|c| c.tree.clone());
+    if !is_empty_dir(&workspace)? {
+        let here = match &tree {
+            Some(_) => crate::checkpoint::Checkpointer::for_store(
+                &git_dir,
+                &workspace,
+                crate::tools::protected::Protected::none(),
+            )
+            .take(None)
+            .ok()
+            .map(|t| t.tree),
+            None => None,
+        };
+        if here.is_none() || here != tree {
+            return Err(CliError::refused(format!(
+                "--cwd {} is not empty and does not hold the run's last checkpoint; resume \
+                 from a bucket into an empty directory",
+                workspace.display()
+            )));
+        }
+    }
+    let sc = Sidecar {
+        url: settings.url.to_string(),
+        mode: mode_name(settings.mode).into(),
+        workspace: Some(workspace.display().to_string()),
+    };
+    write_sidecar(&staged, &sc)?;
+    let taken = fetch::take_over(bucket, settings, &fetched, &crate::replicate::writer_id())
+        .map_err(from_fetch)?;
+    // The log's time is its last record's (what a resume says about when
+    // the run stopped).
+    if let Some(t) = last_ts(&staged)
+        && let Ok(f) = std::fs::File::options().write(true).open(&staged)
+    {
+        let _ = f.set_modified(t);
+        let _ = f.sync_all();
+    }
+    let io =
+        |e: std::io::Error| CliError::new(1, format!("moving the fetched run into place: {e}"));
+    std::fs::rename(super::run::process_dir(&staged), &wal_d).map_err(io)?;
+    std::fs::rename(&staged, &wal).map_err(io)?;
+    tinyagent_store::fsutil::sync_parent_dir(&wal).map_err(io)?;
+    drop(staging);
+    if let Some(tree) = &tree {
+        let mut protected = crate::tools::protected::Protected::none();
+        protected.add_log(&wal);
+        crate::checkpoint::restore::restore(
+            &crate::checkpoint::store_dir(&wal),
+            &workspace,
+            tree,
+            &protected,
+        )
+        .map_err(|e| CliError::new(1, format!("restoring {}: {e}", workspace.display())))?;
+    }
+    super::say(&format!(
+        "fetched run {run_id} from {} ({} bytes of log, {} checkpoint files) into {}; the \
+         workspace is {}",
+        taken.settings.url,
+        taken.manifest.log_len,
+        fetched.files.len(),
+        wal.display(),
+        workspace.display()
+    ));
+    Ok(Fetched {
+        wal,
+        workspace,
+        taken,
+    })
+}
+
+/// One run in a bucket, for `sessions s3://…`.
+#[derive(Debug, serde::Serialize)]
+struct Row {
+    run_id: String,
+    started_at: Option<String>,
+    task: Option<String>,
+    status: String,
+    steps: u64,
+    cost_usd: f64,
+    writer: Option<String>,
+    epoch: u64,
+    log_bytes: u64,
+    updated: Option<String>,
+    url: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+/// `tinyagent sessions s3://bucket/prefix [--json]`: each run's manifest,
+/// newest first. A manifest that cannot be read is listed as `unreadable`.
+///
+/// # Errors
+/// A bad URL (exit 2), a bucket that cannot be listed, or stdout closed.
+pub fn sessions(url: &str, json: bool, out: &mut dyn Write) -> Result<i32, CliError> {
+    let local = Config::load(None)?;
+    let settings = Settings::resolve(Some(url), None, &local.replicate)
+        .map_err(CliError::refused)?
+        .expect("a URL was given");
+    let bucket = crate::replicate::connect(&settings, &credentials()).map_err(CliError::refused)?;
+    let dirs = bucket
+        .list_dirs(&settings.url.prefix)
+        .map_err(|e| CliError::new(1, format!("{}: {e}", settings.url)))?;
+    let mut rows = Vec::new();
+    for d in dirs {
+        let run_id = d.rsplit('/').next().unwrap_or(&d).to_string();
+        let row = match fetch::manifest(&bucket, &run_id) {
+            Ok((m, _)) => Row {
+                url: format!("{}/{run_id}", settings.url),
+                run_id,
+                started_at: m.started_at,
+                task: m.task,
+                status: m.status,
+                steps: m.steps,
+                cost_usd: m.cost_usd,
+                writer: Some(m.writer),
+                epoch: m.epoch,
+                log_bytes: m.log_len,
+                updated: Some(m.updated),
+                error: None,
+            },
+            Err(e) if e.refused && e.message.contains("no run stored") => continue,
+            Err(e) => Row {
+                url: format!("{}/{run_id}", settings.url),
+                run_id,
+                started_at: None,
+                task: None,
+                status: "unreadable".into(),
+                steps: 0,
+                cost_usd: 0.0,
+                writer: None,
+                epoch: 0,
+                log_bytes: 0,
+                updated: None,
+                error: Some(e.message),
+            },
+        };
+        rows.push(row);
+    }
+    rows.sort_by(|a, b| {
+        (b.started_at.as_deref(), b.run_id.as_str())
+            .cmp(&(a.started_at.as_deref(), a.run_id.as_str()))
+    });
+    let io = |e: std::io::Error| CliError::new(1, format!("cannot write the list: {e}"));
+    if json {
+        serde_json::to_writer(&mut *out, &rows).map_err(|e| CliError::new(1, e.to_string()))?;
+        writeln!(out).map_err(io)?;
+        return Ok(0);
+    }
+    if rows.is_empty() {
+        writeln!(out, "no runs stored in {}", settings.url).map_err(io)?;
+        return Ok(0);
+    }
+    for r in &rows {
+        let when = r
+            .started_at
+            .as_deref()
+            .map_or("-", |t| t.get(..19).unwrap_or(t))
+            .replace('T', " ");
+        let task = crate::text::first_line(r.task.as_deref().unwrap_or("-"), 60);
+        writeln!(
+            out,
+            "{:<22} {when}  {:<11} {:>4} steps  ${:.4}  {task}",
+            r.run_id, r.status, r.steps, r.cost_usd
+        )
+        .map_err(io)?;
+        let detail = match (&r.error, &r.writer) {
+            (Some(e), _) => format!("unreadable: {e}"),
+            (None, Some(w)) => format!(
+                "writer {w} (epoch {}), {} bytes of log",
+                r.epoch, r.log_bytes
+            ),
+            (None, None) => String::new(),
+        };
+        writeln!(out, "    {}  {detail}", r.url).map_err(io)?;
+    }
+    Ok(0)
+}
