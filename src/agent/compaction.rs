@@ -140,7 +140,8 @@ impl Agent {
                     transcript(&view[1..split]),
                     plan_text
                 )),
-            ],
+            ]
+            .into(),
             tools: Vec::new(),
             purpose: Purpose::Summary,
             step: self.state().step,

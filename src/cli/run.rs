@@ -226,7 +226,7 @@ pub fn start_mcp(servers: &McpSection, config: &RunConfig) -> Result<McpServers,
             env = config.env.as_str()
         )));
     }
-    tokio::task::block_in_place(|| McpServers::start(specs)).map_err(|e| {
+    crate::runtime::blocking(|| McpServers::start(specs)).map_err(|e| {
         match crate::signals::received() {
             // Stopped while the servers started: nothing was written.
             Some(sig) => CliError::new(crate::signals::exit_code(sig), e),

@@ -17,7 +17,8 @@ pub enum Purpose {
 /// system prompt and pinned plan block included.
 #[derive(Debug, Clone)]
 pub struct ModelRequest {
-    pub messages: Vec<Message>,
+    /// The view, shared with the state (see [`crate::session::View`]).
+    pub messages: crate::session::View,
     pub tools: Vec<ToolSpec>,
     pub purpose: Purpose,
     /// The step this request is for (the script provider picks its turn by it).

@@ -355,7 +355,8 @@ mod tests {
                 Message::user("u"),
                 Message::assistant("", vec![call]),
                 Message::tool("c1", "bash", "out", false),
-            ],
+            ]
+            .into(),
             tools: vec![],
             purpose: Purpose::Step,
             step: 2,

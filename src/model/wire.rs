@@ -251,7 +251,7 @@ mod tests {
                 "required": ["path"]}),
         };
         ModelRequest {
-            messages,
+            messages: messages.into(),
             tools: vec![tool],
             purpose,
             step: 3,

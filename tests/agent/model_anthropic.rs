@@ -44,7 +44,8 @@ fn request(purpose: Purpose) -> ModelRequest {
             ),
             Message::tool("t1", "bash", "a.txt", false),
             Message::tool("t2", "read", "arguments are not valid JSON", true),
-        ],
+        ]
+        .into(),
         tools: vec![ToolSpec {
             name: "read".into(),
             description: "Read a file".into(),

@@ -40,7 +40,8 @@ fn request(purpose: Purpose) -> ModelRequest {
                 }],
             ),
             Message::tool("call_a", "bash", "a.txt\n", false),
-        ],
+        ]
+        .into(),
         tools: tools(),
         purpose,
         step: 2,

@@ -19,7 +19,7 @@ fn config(server: &MockServer, stream: bool) -> ProviderConfig {
 
 fn request() -> ModelRequest {
     ModelRequest {
-        messages: vec![Message::system("s"), Message::user("go")],
+        messages: vec![Message::system("s"), Message::user("go")].into(),
         tools: vec![],
         purpose: Purpose::Step,
         step: 1,

@@ -17,7 +17,7 @@ fn provider_for(dir: &Path, script: &str) -> Result<Provider, tinyagent::model::
 
 fn request(step: u64, purpose: Purpose) -> ModelRequest {
     ModelRequest {
-        messages: vec![Message::system("sys"), Message::user("do the task please")],
+        messages: vec![Message::system("sys"), Message::user("do the task please")].into(),
         tools: vec![],
         purpose,
         step,
