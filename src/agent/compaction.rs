@@ -78,7 +78,7 @@ impl Agent {
     pub(super) fn step_request(&self, step: u64) -> (ModelRequest, Encoded) {
         let request = ModelRequest {
             messages: self.state().model_messages(),
-            tools: self.tools.specs().to_vec(),
+            tools: self.tools.shared_specs(),
             purpose: Purpose::Step,
             step,
         };
@@ -142,7 +142,7 @@ impl Agent {
                 )),
             ]
             .into(),
-            tools: Vec::new(),
+            tools: std::sync::Arc::default(),
             purpose: Purpose::Summary,
             step: self.state().step,
         };

@@ -243,7 +243,8 @@ mod tests {
                 name: "bash".into(),
                 description: "run".into(),
                 parameters: json!({"type": "object"}),
-            }],
+            }]
+            .into(),
             purpose: Purpose::Step,
             step: 3,
         };

@@ -19,7 +19,8 @@ pub enum Purpose {
 pub struct ModelRequest {
     /// The view, shared with the state (see [`crate::session::View`]).
     pub messages: crate::session::View,
-    pub tools: Vec<ToolSpec>,
+    /// The advertised tools, shared with the registry.
+    pub tools: std::sync::Arc<Vec<ToolSpec>>,
     pub purpose: Purpose,
     /// The step this request is for (the script provider picks its turn by it).
     pub step: u64,

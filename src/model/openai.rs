@@ -357,7 +357,7 @@ mod tests {
                 Message::tool("c1", "bash", "out", false),
             ]
             .into(),
-            tools: vec![],
+            tools: std::sync::Arc::default(),
             purpose: Purpose::Step,
             step: 2,
         };

@@ -50,7 +50,8 @@ fn request(purpose: Purpose) -> ModelRequest {
             name: "read".into(),
             description: "Read a file".into(),
             parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
-        }],
+        }]
+        .into(),
         purpose,
         step: 2,
     }

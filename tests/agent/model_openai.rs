@@ -42,7 +42,7 @@ fn request(purpose: Purpose) -> ModelRequest {
             Message::tool("call_a", "bash", "a.txt\n", false),
         ]
         .into(),
-        tools: tools(),
+        tools: tools().into(),
         purpose,
         step: 2,
     }

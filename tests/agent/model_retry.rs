@@ -20,7 +20,7 @@ fn config(server: &MockServer, stream: bool) -> ProviderConfig {
 fn request() -> ModelRequest {
     ModelRequest {
         messages: vec![Message::system("s"), Message::user("go")].into(),
-        tools: vec![],
+        tools: std::sync::Arc::default(),
         purpose: Purpose::Step,
         step: 1,
     }
