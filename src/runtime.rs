@@ -33,3 +33,61 @@ pub fn blocking<R>(f: impl FnOnce() -> R) -> R {
         _ => f(),
     }
 }
+
+/// Runs `fut` to completion from synchronous code, wherever that code runs
+/// (inside [`blocking`], under the command's runtime, or on a plain
+/// thread): on a runtime of its own, started on first use with one worker
+/// thread, while the calling thread waits. For async libraries called from
+/// a synchronous path (a store's sync point, a tool): the command's runtime
+/// cannot be entered again from inside it. Not for code that itself runs
+/// on that side runtime (it would wait on its only worker).
+pub fn wait_for<F>(fut: F) -> std::io::Result<F::Output>
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    static SIDE: std::sync::OnceLock<tokio::runtime::Runtime> = std::sync::OnceLock::new();
+    let rt = match SIDE.get() {
+        Some(rt) => rt,
+        None => {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .thread_name("tinyagent-side")
+                .enable_all()
+                .build()?;
+            SIDE.get_or_init(|| rt)
+        }
+    };
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    rt.spawn(async move {
+        let _ = tx.send(fut.await);
+    });
+    rx.recv()
+        .map_err(|_| std::io::Error::other("the side runtime's task did not finish"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn synchronous_code_on_the_command_runtime_runs_blocking_work_and_waits_for_futures() {
+        let rt = build().expect("runtime");
+        let got = rt.block_on(async {
+            // A tool's synchronous work, then an async library's call from
+            // inside it (a timer needs a driver: the side runtime has one).
+            blocking(|| {
+                wait_for(async {
+                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                    41 + 1
+                })
+            })
+        });
+        assert_eq!(got.expect("side runtime"), 42);
+        // And from a plain thread, no runtime at all.
+        let plain = std::thread::spawn(|| wait_for(async { "done" }))
+            .join()
+            .expect("thread");
+        assert_eq!(plain.expect("side runtime"), "done");
+    }
+}
