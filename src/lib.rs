@@ -45,6 +45,8 @@
 //!   log (`<wal>.d/checkpoints.git`), their diffs, restoring a workspace,
 //!   copying a store for a fork.
 //! - [`signals`]: SIGINT, SIGTERM and SIGHUP, which stop a run cleanly.
+//! - [`runtime`]: the current-thread tokio runtime commands run on, and
+//!   [`runtime::blocking`] for the synchronous work (tools, hooks) in it.
 //! - [`cli`]: the command line: `run` and `resume` as stages (resolve and
 //!   check everything, then touch the disk), `log inspect/verify/repair/
 //!   export/import`, `bench save`, `demo`, exit codes.
@@ -69,6 +71,7 @@ pub mod event;
 pub mod mcp;
 pub mod model;
 pub mod replicate;
+pub mod runtime;
 pub mod session;
 pub mod signals;
 pub mod store;

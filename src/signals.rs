@@ -37,18 +37,36 @@ fn state() -> &'static Interrupt {
     })
 }
 
-/// Starts handling SIGINT, SIGTERM and SIGHUP on the current tokio runtime.
-/// From then on these signals no longer end the process by themselves.
+/// Starts handling SIGINT, SIGTERM and SIGHUP, on a thread of their own
+/// (the command's runtime has a single thread, which a running tool
+/// blocks). From then on these signals no longer end the process by
+/// themselves; the handlers are in place when this returns.
 pub fn install() -> std::io::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
-    for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
-        let mut stream = signal(SignalKind::from_raw(sig as i32))?;
-        tokio::spawn(async move {
-            while stream.recv().await.is_some() {
-                note(sig);
-            }
-        });
-    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()?;
+    let streams = {
+        let _in_rt = rt.enter();
+        [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP]
+            .into_iter()
+            .map(|sig| Ok((sig, signal(SignalKind::from_raw(sig as i32))?)))
+            .collect::<std::io::Result<Vec<_>>>()?
+    };
+    std::thread::Builder::new()
+        .name("tinyagent-signals".to_string())
+        .spawn(move || {
+            rt.block_on(async move {
+                for (sig, mut stream) in streams {
+                    tokio::spawn(async move {
+                        while stream.recv().await.is_some() {
+                            note(sig);
+                        }
+                    });
+                }
+                std::future::pending::<()>().await;
+            });
+        })?;
     Ok(())
 }
 

@@ -235,7 +235,7 @@ impl Agent {
         let next = std::sync::atomic::AtomicUsize::new(0);
         let results: Vec<std::sync::Mutex<Option<ToolOutcome>>> =
             calls.iter().map(|_| std::sync::Mutex::new(None)).collect();
-        tokio::task::block_in_place(|| {
+        crate::runtime::blocking(|| {
             std::thread::scope(|scope| {
                 for _ in 0..workers {
                     scope.spawn(|| {
@@ -319,7 +319,7 @@ impl Agent {
             launch: &launcher,
             protected: &self.protected,
         };
-        let outcome = tokio::task::block_in_place(|| self.tools.call(&ctx, call));
+        let outcome = crate::runtime::blocking(|| self.tools.call(&ctx, call));
         let launched = launcher.launched.get();
         if launcher.plan_changed.get() {
             self.write_plan_file();

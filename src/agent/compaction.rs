@@ -78,7 +78,7 @@ impl Agent {
     pub(super) fn step_request(&self, step: u64) -> (ModelRequest, Encoded) {
         let request = ModelRequest {
             messages: self.state().model_messages(),
-            tools: self.tools.specs().to_vec(),
+            tools: self.tools.shared_specs(),
             purpose: Purpose::Step,
             step,
         };
@@ -140,8 +140,9 @@ impl Agent {
                     transcript(&view[1..split]),
                     plan_text
                 )),
-            ],
-            tools: Vec::new(),
+            ]
+            .into(),
+            tools: std::sync::Arc::default(),
             purpose: Purpose::Summary,
             step: self.state().step,
         };

@@ -61,7 +61,7 @@ impl Agent {
             };
         }
         let hooks = &self.config.hooks;
-        tokio::task::block_in_place(|| {
+        crate::runtime::blocking(|| {
             hooks::run_hook(command, input, &self.config.workspace, hooks.timeout)
         })
     }

@@ -284,6 +284,9 @@ impl Agent {
                     () = crate::signals::wait() => None,
                 }
             };
+            // The request shares the state's view: let go of it before the
+            // reply is applied, or that would copy the whole view.
+            drop(request);
             self.timing.model += asked.elapsed();
             self.timing.steps += 1;
             self.out.done_thinking();
@@ -488,15 +491,20 @@ fn normalise_call_ids<'a>(
     step: u64,
     earlier: impl Iterator<Item = &'a str>,
 ) {
-    let mut seen: std::collections::HashSet<String> = earlier.map(str::to_string).collect();
+    if calls.is_empty() {
+        return;
+    }
+    // The view's ids borrowed (no copy of them a step), this reply's own.
+    let earlier: std::collections::HashSet<&str> = earlier.collect();
+    let mut taken: std::collections::HashSet<String> = std::collections::HashSet::new();
     for (i, c) in calls.iter_mut().enumerate() {
-        if c.id.is_empty() || !seen.insert(c.id.clone()) {
+        if c.id.is_empty() || earlier.contains(c.id.as_str()) || !taken.insert(c.id.clone()) {
             let mut id = ToolCall::fallback_id(step, i);
-            while seen.contains(&id) {
+            while earlier.contains(id.as_str()) || taken.contains(&id) {
                 id.push('_');
             }
             c.id = id;
-            seen.insert(c.id.clone());
+            taken.insert(c.id.clone());
         }
     }
 }

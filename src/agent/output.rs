@@ -235,12 +235,18 @@ impl Output {
             });
         }
         round_floats(&mut body);
+        // Serialized straight into bytes (the same JSON `Display` prints,
+        // without going through the formatter a piece at a time).
         if let Some(lines) = self.held.borrow_mut().as_mut() {
-            let _ = writeln!(lines, "{body}");
+            if serde_json::to_writer(&mut *lines, &body).is_ok() {
+                lines.push(b'\n');
+            }
             return;
         }
+        let mut line = serde_json::to_vec(&body).unwrap_or_default();
+        line.push(b'\n');
         let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{body}");
+        let _ = out.write_all(&line);
         let _ = out.flush();
     }
 

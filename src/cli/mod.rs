@@ -165,11 +165,7 @@ pub fn main(mut cli: Cli) -> i32 {
         crate::agent::output::err_line(&format!("tinyagent: {}", e.message));
         return e.code;
     }
-    let result = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
+    let result = match crate::runtime::build() {
         Ok(rt) => rt.block_on(dispatch(cli)),
         Err(e) => Err(CliError::new(1, format!("cannot start the runtime: {e}"))),
     };
@@ -236,16 +232,16 @@ async fn dispatch(cli: Cli) -> Result<i32, CliError> {
             listen_for_stop()?;
             resume::resume(&a).await
         }
-        Command::Log(cmd) => tokio::task::block_in_place(|| logcmd::log(cmd)),
-        Command::Sessions(a) => tokio::task::block_in_place(|| match &a.url {
+        Command::Log(cmd) => crate::runtime::blocking(|| logcmd::log(cmd)),
+        Command::Sessions(a) => crate::runtime::blocking(|| match &a.url {
             Some(url) => remote::sessions(url, a.json, &mut std::io::stdout().lock()),
             None => sessions::sessions(a.all, a.json, &mut std::io::stdout().lock()),
         }),
-        Command::Bench(args::BenchCommand::Save(a)) => tokio::task::block_in_place(|| {
+        Command::Bench(args::BenchCommand::Save(a)) => crate::runtime::blocking(|| {
             let (mut out, mut err) = (std::io::stdout(), std::io::stderr());
             crate::bench::bench_save(&a, &mut out, &mut err).map_err(CliError::from)
         }),
-        Command::Demo(a) => tokio::task::block_in_place(|| demo::demo(&a)),
+        Command::Demo(a) => crate::runtime::blocking(|| demo::demo(&a)),
         Command::Completions(a) => {
             // Made in memory first: the generator cannot report a closed
             // stdout (`tinyagent completions bash | head`) without panicking.
@@ -261,10 +257,8 @@ async fn dispatch(cli: Cli) -> Result<i32, CliError> {
                 .map_err(|e| CliError::new(1, format!("cannot make the man page: {e}")))?;
             print_all(&text)
         }
-        Command::Env(args::EnvCommand::Prune(a)) => {
-            tokio::task::block_in_place(|| envcmd::prune(&a))
-        }
-        Command::Mcp(args::McpCommand::List(a)) => tokio::task::block_in_place(|| mcpcmd::list(&a)),
-        Command::Fork(a) => tokio::task::block_in_place(|| fork::fork(&a)),
+        Command::Env(args::EnvCommand::Prune(a)) => crate::runtime::blocking(|| envcmd::prune(&a)),
+        Command::Mcp(args::McpCommand::List(a)) => crate::runtime::blocking(|| mcpcmd::list(&a)),
+        Command::Fork(a) => crate::runtime::blocking(|| fork::fork(&a)),
     }
 }

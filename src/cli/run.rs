@@ -248,7 +248,7 @@ pub fn start_mcp(
             )));
         }
     }
-    tokio::task::block_in_place(|| McpServers::start(specs)).map_err(|e| {
+    crate::runtime::blocking(|| McpServers::start(specs)).map_err(|e| {
         match crate::signals::received() {
             // Stopped while the servers started: nothing was written.
             Some(sig) => CliError::new(crate::signals::exit_code(sig), e),

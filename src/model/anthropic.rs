@@ -237,12 +237,14 @@ mod tests {
                 Message::tool("a", "bash", "files", false),
                 Message::tool("b", "read", "bad args", true),
                 Message::user("[Resumed] notice"),
-            ],
+            ]
+            .into(),
             tools: vec![ToolSpec {
                 name: "bash".into(),
                 description: "run".into(),
                 parameters: json!({"type": "object"}),
-            }],
+            }]
+            .into(),
             purpose: Purpose::Step,
             step: 3,
         };

@@ -17,8 +17,10 @@ pub enum Purpose {
 /// system prompt and pinned plan block included.
 #[derive(Debug, Clone)]
 pub struct ModelRequest {
-    pub messages: Vec<Message>,
-    pub tools: Vec<ToolSpec>,
+    /// The view, shared with the state (see [`crate::session::View`]).
+    pub messages: crate::session::View,
+    /// The advertised tools, shared with the registry.
+    pub tools: std::sync::Arc<Vec<ToolSpec>>,
     pub purpose: Purpose,
     /// The step this request is for (the script provider picks its turn by it).
     pub step: u64,

@@ -355,8 +355,9 @@ mod tests {
                 Message::user("u"),
                 Message::assistant("", vec![call]),
                 Message::tool("c1", "bash", "out", false),
-            ],
-            tools: vec![],
+            ]
+            .into(),
+            tools: std::sync::Arc::default(),
             purpose: Purpose::Step,
             step: 2,
         };

@@ -25,16 +25,39 @@ use serde_json::Value;
 /// plan block appearing, changing or going shifts the rest by one.
 const RESYNC_WINDOW: usize = 2;
 
-/// The last request's messages and their serialized JSON.
+/// The last request's messages and their serialized JSON, and the rest of
+/// the request (model, stream options, the tools' schemas: the same every
+/// step) with what it was made from.
 #[derive(Default)]
 pub(crate) struct WireCache {
     kept: Vec<(Message, Vec<u8>)>,
+    rest: Option<(RestKey, Vec<u8>)>,
+}
+
+/// What [`WireRest`] is made of.
+struct RestKey {
+    model: String,
+    stream: bool,
+    summary: bool,
+    tools: std::sync::Arc<Vec<crate::tools::ToolSpec>>,
+}
+
+impl RestKey {
+    /// The same as `other`: the tools compared by identity first (the
+    /// registry's shared list), by value only when that differs.
+    fn same(&self, other: &RestKey) -> bool {
+        self.model == other.model
+            && self.stream == other.stream
+            && self.summary == other.summary
+            && (std::sync::Arc::ptr_eq(&self.tools, &other.tools) || self.tools == other.tools)
+    }
 }
 
 impl std::fmt::Debug for WireCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WireCache")
             .field("messages", &self.kept.len())
+            .field("rest_bytes", &self.rest.as_ref().map(|(_, b)| b.len()))
             .finish()
     }
 }
@@ -68,8 +91,21 @@ impl WireCache {
                 )),
             }
         }
-        let rest = serde_json::to_vec(&WireRest::of(model, req, stream)).unwrap_or_default();
-        let size = kept.iter().map(|(_, j)| j.len() + 1).sum::<usize>() + rest.len() + 16;
+        let key = RestKey {
+            model: model.to_string(),
+            stream,
+            summary: req.purpose == Purpose::Summary,
+            tools: std::sync::Arc::clone(&req.tools),
+        };
+        let rest = match self.rest.take() {
+            Some((k, bytes)) if k.same(&key) => (k, bytes),
+            _ => (
+                key,
+                serde_json::to_vec(&WireRest::of(model, req, stream)).unwrap_or_default(),
+            ),
+        };
+        let rest_json = &rest.1;
+        let size = kept.iter().map(|(_, j)| j.len() + 1).sum::<usize>() + rest_json.len() + 16;
         let mut out = Vec::with_capacity(size);
         out.extend_from_slice(b"{\"messages\":[");
         for (i, (_, json)) in kept.iter().enumerate() {
@@ -80,8 +116,9 @@ impl WireCache {
         }
         out.extend_from_slice(b"],");
         // `rest` is `{"model":...}`: its members follow the messages.
-        out.extend_from_slice(rest.get(1..).unwrap_or(b"}"));
+        out.extend_from_slice(rest_json.get(1..).unwrap_or(b"}"));
         self.kept = kept;
+        self.rest = Some(rest);
         out
     }
 }
@@ -251,8 +288,8 @@ mod tests {
                 "required": ["path"]}),
         };
         ModelRequest {
-            messages,
-            tools: vec![tool],
+            messages: messages.into(),
+            tools: vec![tool].into(),
             purpose,
             step: 3,
         }
@@ -323,5 +360,36 @@ mod tests {
         check(&mut cache, &request(compacted, Purpose::Step), false);
         check(&mut cache, &request(Vec::new(), Purpose::Summary), false);
         check(&mut cache, &request(messages, Purpose::Step), false);
+    }
+
+    #[test]
+    fn the_kept_rest_is_made_again_when_the_model_or_the_tools_change() {
+        let mut cache = WireCache::default();
+        let first = request(view(), Purpose::Step);
+        check(&mut cache, &first, true);
+        // The same shared tools: the kept bytes; then equal tools in a new list.
+        let again = ModelRequest {
+            tools: std::sync::Arc::clone(&first.tools),
+            ..request(view(), Purpose::Step)
+        };
+        check(&mut cache, &again, true);
+        check(&mut cache, &request(view(), Purpose::Step), true);
+        // A tool's schema changes: what is sent says so.
+        let mut tools = (*first.tools).clone();
+        tools[0].parameters = json!({"type": "object", "required": ["changed"]});
+        let changed = ModelRequest {
+            tools: tools.into(),
+            ..request(view(), Purpose::Step)
+        };
+        let tree = check(&mut cache, &changed, true);
+        assert_eq!(
+            tree["tools"][0]["function"]["parameters"]["required"][0],
+            "changed"
+        );
+        // Another model name.
+        let tree = request_tree("other", &changed, true);
+        let bytes = cache.request_bytes("other", &changed, true);
+        assert_eq!(String::from_utf8(bytes).unwrap(), tree.to_string());
+        assert_eq!(tree["model"], "other");
     }
 }

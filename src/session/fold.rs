@@ -31,7 +31,7 @@ impl State {
                 } else {
                     Vec::new()
                 };
-                self.view = start;
+                self.view = start.into();
                 self.last_compaction = None;
                 self.last_request = None;
                 self.limits = r.limits.clone();
@@ -117,7 +117,7 @@ impl State {
                 let mut view = Vec::with_capacity(c.view.len() + 1);
                 view.push(self.system_message());
                 view.extend(c.view.iter().cloned());
-                self.view = view;
+                self.view = view.into();
                 self.compactions = self.compactions.saturating_add(1);
                 self.last_request = None;
                 self.last_compaction = Some(CompactionMark {
@@ -231,11 +231,13 @@ impl State {
     /// What the model is sent for a step: the view, with the plan block (when
     /// the plan is enabled) right after the system prompt, or right after the
     /// compaction summary when the view is compacted.
-    pub fn model_messages(&self) -> Vec<Message> {
+    pub fn model_messages(&self) -> super::View {
+        // Shared with the state; copied only to pin the plan block.
         let mut out = self.view.clone();
         if let Some(block) = self.plan_block() {
             let at = if self.compacted() { 2 } else { 1 };
-            out.insert(at.min(out.len()), block);
+            let at = at.min(out.len());
+            out.insert(at, block);
         }
         out
     }

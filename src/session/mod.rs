@@ -16,10 +16,12 @@ pub(crate) mod proptests;
 pub(crate) mod testkit;
 #[cfg(test)]
 mod tests;
+mod view;
 
 use crate::event::{Event, Limits, Message, PlanItem, RunStarted, RunStatus, Usage};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+pub use view::View;
 
 /// A call the model asked for that has no result yet.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -120,7 +122,7 @@ pub struct State {
     pub keep_history: bool,
     /// What the model is sent, minus the pinned plan block: the system prompt
     /// first; after a compaction, the compaction's view follows it.
-    pub view: Vec<Message>,
+    pub view: View,
     /// Calls of the latest model response that have no result yet, in order.
     pub pending: Vec<PendingCall>,
     pub plan: Option<Plan>,
@@ -254,7 +256,7 @@ impl Default for State {
             run: None,
             messages: Vec::new(),
             keep_history: true,
-            view: Vec::new(),
+            view: View::default(),
             pending: Vec::new(),
             plan: None,
             plan_history: Vec::new(),

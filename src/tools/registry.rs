@@ -65,7 +65,8 @@ pub struct ToolSet {
     opts: ToolSetOptions,
     tools: Vec<Arc<dyn Tool>>,
     /// `tools[i].spec()`, computed once.
-    specs: Vec<ToolSpec>,
+    /// Shared with every model request (no copy of the schemas a step).
+    specs: Arc<Vec<ToolSpec>>,
 }
 
 impl std::fmt::Debug for ToolSet {
@@ -86,7 +87,7 @@ impl ToolSet {
         let mut set = ToolSet {
             opts,
             tools: Vec::new(),
-            specs: Vec::new(),
+            specs: Arc::default(),
         };
         for tool in builtins() {
             set.register(tool)
@@ -105,7 +106,7 @@ impl ToolSet {
         if !self.opts.offers(tool.effect()) {
             return Ok(false);
         }
-        self.specs.push(tool.spec());
+        Arc::make_mut(&mut self.specs).push(tool.spec());
         self.tools.push(Arc::from(tool));
         Ok(true)
     }
@@ -113,6 +114,11 @@ impl ToolSet {
     /// The advertised tools, in a fixed order.
     pub fn specs(&self) -> &[ToolSpec] {
         &self.specs
+    }
+
+    /// The same, shared (what a model request carries).
+    pub fn shared_specs(&self) -> Arc<Vec<ToolSpec>> {
+        Arc::clone(&self.specs)
     }
 
     pub fn names(&self) -> Vec<String> {
@@ -123,7 +129,7 @@ impl ToolSet {
     /// in order): the first 16 hex digits of a SHA-256.
     pub fn signature(&self) -> String {
         let mut hasher = Sha256::new();
-        for spec in &self.specs {
+        for spec in self.specs.iter() {
             for part in [
                 spec.name.as_str(),
                 spec.description.as_str(),

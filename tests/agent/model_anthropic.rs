@@ -44,12 +44,14 @@ fn request(purpose: Purpose) -> ModelRequest {
             ),
             Message::tool("t1", "bash", "a.txt", false),
             Message::tool("t2", "read", "arguments are not valid JSON", true),
-        ],
+        ]
+        .into(),
         tools: vec![ToolSpec {
             name: "read".into(),
             description: "Read a file".into(),
             parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
-        }],
+        }]
+        .into(),
         purpose,
         step: 2,
     }

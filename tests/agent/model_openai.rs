@@ -40,8 +40,9 @@ fn request(purpose: Purpose) -> ModelRequest {
                 }],
             ),
             Message::tool("call_a", "bash", "a.txt\n", false),
-        ],
-        tools: tools(),
+        ]
+        .into(),
+        tools: tools().into(),
         purpose,
         step: 2,
     }

@@ -19,8 +19,8 @@ fn config(server: &MockServer, stream: bool) -> ProviderConfig {
 
 fn request() -> ModelRequest {
     ModelRequest {
-        messages: vec![Message::system("s"), Message::user("go")],
-        tools: vec![],
+        messages: vec![Message::system("s"), Message::user("go")].into(),
+        tools: std::sync::Arc::default(),
         purpose: Purpose::Step,
         step: 1,
     }

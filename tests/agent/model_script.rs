@@ -17,8 +17,8 @@ fn provider_for(dir: &Path, script: &str) -> Result<Provider, tinyagent::model::
 
 fn request(step: u64, purpose: Purpose) -> ModelRequest {
     ModelRequest {
-        messages: vec![Message::system("sys"), Message::user("do the task please")],
-        tools: vec![],
+        messages: vec![Message::system("sys"), Message::user("do the task please")].into(),
+        tools: std::sync::Arc::default(),
         purpose,
         step,
     }
