@@ -3,7 +3,9 @@
 //! Exit codes for `run` and `resume`: 0 finished, 1 run-time failure, 2
 //! refused input, 3 stopped by a limit.
 
+mod approve;
 pub mod args;
+mod chat;
 mod demo;
 mod endpoints;
 mod envcmd;
@@ -154,8 +156,10 @@ pub fn main(mut cli: Cli) -> i32 {
             }
         }
     }
-    if matches!(cli.command, Command::Run(_) | Command::Resume(_))
-        && let Err(e) = secrets::isolate(&secrets::named_key_vars(&cli.command))
+    if matches!(
+        cli.command,
+        Command::Run(_) | Command::Resume(_) | Command::Chat(_)
+    ) && let Err(e) = secrets::isolate(&secrets::named_key_vars(&cli.command))
     {
         crate::agent::output::err_line(&format!("tinyagent: {}", e.message));
         return e.code;
@@ -231,6 +235,11 @@ async fn dispatch(cli: Cli) -> Result<i32, CliError> {
             listen_for_stop()?;
             resume::resume(&a).await
         }
+        Command::Chat(a) => {
+            listen_for_stop()?;
+            chat::chat(&a).await
+        }
+        Command::Approve(a) => tokio::task::block_in_place(|| approve::approve(&a)),
         Command::Log(cmd) => tokio::task::block_in_place(|| logcmd::log(cmd)),
         Command::Sessions(a) => tokio::task::block_in_place(|| {
             sessions::sessions(a.all, a.json, &mut std::io::stdout().lock())

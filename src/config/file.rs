@@ -42,6 +42,44 @@ pub struct Config {
     pub env: EnvSection,
     #[serde(default)]
     pub mcp: McpSection,
+    #[serde(default)]
+    pub approvals: ApprovalsSection,
+}
+
+/// `[approvals]`: which calls the person is asked about first.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalsSection {
+    /// `never` (the default) or `mutating`.
+    pub mode: Option<String>,
+    /// Calls allowed without a question: a tool name (`edit`), or
+    /// `bash:<glob>` matched against the whole command (`bash:git status*`).
+    #[serde(default)]
+    pub allow: Vec<String>,
+}
+
+impl ApprovalsSection {
+    /// `approvals.mode`, default never.
+    pub fn mode(&self) -> Result<super::ApproveMode, ConfigError> {
+        self.mode
+            .as_deref()
+            .map_or(Ok(super::ApproveMode::default()), |m| {
+                parse_enum("approvals.mode", m)
+            })
+    }
+
+    /// `approvals.allow`, each rule checked.
+    pub fn rules(&self) -> Result<Vec<super::AllowRule>, ConfigError> {
+        self.allow
+            .iter()
+            .map(|r| {
+                super::AllowRule::parse(r).map_err(|message| ConfigError::Value {
+                    key: "approvals.allow".into(),
+                    message,
+                })
+            })
+            .collect()
+    }
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -274,6 +312,8 @@ impl Config {
         self.env.kind()?;
         self.hooks.on_failure()?;
         self.mcp.check()?;
+        self.approvals.mode()?;
+        self.approvals.rules()?;
         Ok(())
     }
 }
