@@ -195,9 +195,14 @@ impl Agent {
             reattached_processes: reattached.iter().map(|p| p.id.clone()).collect(),
             notice,
             limits: stop.limits.clone(),
-            message: stop.message.clone(),
+            // The person's new message is a record of its own, after the
+            // notice (older logs carry it here).
+            message: None,
             stopped_processes: stopped,
         }))?;
+        if let Some(text) = &stop.message {
+            self.add_user_message(text, "resume")?;
+        }
         for p in &lost {
             self.out.event(
                 "resume.process_lost",

@@ -359,3 +359,49 @@ fn answered_always_on_the_terminal_allows_the_tool_for_the_rest_of_the_run() {
     assert_eq!(d[1].data["by"], "always");
     mock.assert_no_violations();
 }
+
+#[test]
+fn inspect_and_sessions_show_a_run_waiting_for_approval_with_the_call() {
+    let sb = Sandbox::new();
+    let mock = MockServer::start(vec![
+        bash_call("c9", "echo shown >> out.txt"),
+        MockReply::text("done"),
+    ]);
+    let wal = sb.home().join("runs").join("waiting.wal");
+    let mut run = Running::start(sb.run_cmd_wal(&mock.base_url(), "wait", APPROVE, &wal));
+    let has = || std::fs::read_to_string(&wal).is_ok_and(|t| t.contains("approval.requested"));
+    wait_until("the question", has);
+    run.kill9();
+    let mut c = Command::new(bin());
+    c.args(["log", "inspect", "--json"]).arg(&wal);
+    let o = output(c);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(report["waiting"]["for"], "approval");
+    assert_eq!(report["waiting"]["call_id"], "c9");
+    assert_eq!(report["waiting"]["tool"], "bash");
+    assert!(
+        report["waiting"]["preview"]
+            .as_str()
+            .unwrap()
+            .contains("echo shown")
+    );
+    let mut c = Command::new(bin());
+    c.args(["log", "inspect"]).arg(&wal);
+    let human = String::from_utf8_lossy(&output(c).stdout).into_owned();
+    assert!(
+        human.contains("waiting for") && human.contains("tinyagent approve"),
+        "{human}"
+    );
+    let mut c = Command::new(bin());
+    c.args(["sessions", "--all"])
+        .env("TINYAGENT_HOME", sb.home());
+    let list = String::from_utf8_lossy(&output(c).stdout).into_owned();
+    assert!(list.contains("waiting for approval of c9"), "{list}");
+    let mut c = Command::new(bin());
+    c.args(["sessions", "--all", "--json"])
+        .env("TINYAGENT_HOME", sb.home());
+    let rows: serde_json::Value = serde_json::from_slice(&output(c).stdout).unwrap();
+    assert_eq!(rows[0]["waiting"]["call_id"], "c9");
+    assert_eq!(rows[0]["status"], "stopped");
+}
