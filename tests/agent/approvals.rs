@@ -405,3 +405,58 @@ fn inspect_and_sessions_show_a_run_waiting_for_approval_with_the_call() {
     assert_eq!(rows[0]["waiting"]["call_id"], "c9");
     assert_eq!(rows[0]["status"], "stopped");
 }
+
+#[test]
+fn mcp_calls_go_through_the_same_approval_step() {
+    let Some(script) = crate::support::require::require(
+        "mcp",
+        "mcp_calls_go_through_the_same_approval_step",
+        crate::support::require::mcp_server("server-filesystem"),
+    ) else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let file = sb.ws().join("mcp.txt");
+    let mock = MockServer::start(vec![
+        MockReply::tool_call(
+            "fs__write_file",
+            json!({ "path": file.display().to_string(), "content": "via MCP\n" }),
+        )
+        .with_ids(&["w1"]),
+        MockReply::tool_call(
+            "fs__read_text_file",
+            json!({ "path": file.display().to_string() }),
+        )
+        .with_ids(&["r1"]),
+        MockReply::text("done"),
+    ]);
+    let q = |s: &str| serde_json::Value::String(s.to_string()).to_string();
+    let toml = format!(
+        "{APPROVE}[mcp.servers.fs]\ncommand = \"node\"\nargs = [{}, {}]\n",
+        q(&script.display().to_string()),
+        q(&sb.ws().display().to_string())
+    );
+    let run = Running::start(sb.run_cmd_cfg(&mock.base_url(), "mcp", &toml));
+    wait_until("the question", || log_has(&sb, "approval.requested"));
+    assert!(!file.exists(), "the MCP call ran before its answer");
+    let a = approve(&sb, "w1", None);
+    assert!(a.status.success(), "approve: {}", stderr(&a));
+    let (code, err) = run.wait();
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "via MCP\n");
+    let recs = records(&sb);
+    let counts = check_approvals(&recs);
+    assert_eq!(
+        (counts.requested, counts.allowed, counts.started),
+        (1, 1, 1)
+    );
+    let asked = kinds(&recs, "approval.requested");
+    assert_eq!(asked[0].data["tool"], "fs__write_file");
+    // The read-only MCP call was not asked about.
+    assert!(
+        kinds(&recs, "approval.decided")
+            .iter()
+            .all(|r| r.data["call_id"] != "r1")
+    );
+    mock.assert_no_violations();
+}

@@ -196,3 +196,48 @@ fn chat_without_a_terminal_is_refused_and_writes_nothing() {
     assert!(stderr(&o).contains("needs a terminal"), "{}", stderr(&o));
     assert!(!sb.wal().exists());
 }
+
+#[test]
+fn a_chat_killed_mid_turn_finishes_the_turn_on_resume_then_prompts() {
+    let sb = Sandbox::new();
+    let mock = MockServer::start(vec![
+        MockReply::tool_call(
+            "bash",
+            json!({ "command": "sleep 20; echo late > late.txt" }),
+        )
+        .with_ids(&["long"]),
+        MockReply::text("carried on after the kill"),
+    ]);
+    let mut s = pty::spawn(pty::chat_cmd(&sb, &mock.base_url(), ""));
+    s.exp_string(PROMPT).expect("the prompt");
+    s.send_line("start the long thing").expect("type");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !std::fs::read_to_string(sb.wal())
+        .unwrap()
+        .contains("tool.started")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the call never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    pty::kill9(&mut s);
+    let mut r = pty::spawn(pty::resume_cmd(&sb, &sb.wal()));
+    // The turn goes on (the model hears of the interrupted call), then the
+    // prompt comes back.
+    r.exp_string("carried on after the kill")
+        .expect("the turn finishes");
+    r.exp_string(PROMPT).expect("then the prompt");
+    r.send_control('d').expect("ctrl-d");
+    assert_eq!(pty::exit_code(&mut r), Some(0));
+    let recs = records(&sb);
+    let result = recs
+        .iter()
+        .find(|r| r.kind == "tool.result" && r.data["call_id"] == "long")
+        .unwrap();
+    assert_eq!(result.data["interrupted"], true);
+    assert_eq!(kinds(&recs, "chat.waiting").len(), 1);
+    assert!(!sb.ws().join("late.txt").exists());
+    mock.assert_no_violations();
+}

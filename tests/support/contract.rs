@@ -375,7 +375,21 @@ pub struct ApprovalCounts {
 /// asked again after its decision; a denied call never starts.
 pub fn check_approvals(recs: &[Rec]) -> ApprovalCounts {
     use std::collections::HashMap;
-    let mutating = |n: &str| matches!(n, "bash" | "write" | "edit" | "process");
+    // MCP tools not marked read-only are mutating too (section 13).
+    let mcp_mutating: Vec<String> = recs
+        .first()
+        .and_then(|r| r.data["mcp_tools"].as_array())
+        .map(|tools| {
+            tools
+                .iter()
+                .filter(|t| t["effect"] == "mutating")
+                .filter_map(|t| t["name"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mutating = |n: &str| {
+        matches!(n, "bash" | "write" | "edit" | "process") || mcp_mutating.iter().any(|m| m == n)
+    };
     let mut decided: HashMap<(u64, String), String> = HashMap::new();
     let mut counts = ApprovalCounts::default();
     let key = |r: &Rec| {
