@@ -362,6 +362,35 @@ mod tests {
     use super::*;
 
     #[test]
+    fn approvals_section_is_checked_and_its_rules_match() {
+        let c = Config::parse(
+            "[approvals]\nmode = \"mutating\"\nallow = [\"bash:git status*\", \"edit\"]\n",
+        )
+        .unwrap();
+        c.check().unwrap();
+        assert_eq!(
+            c.approvals.mode().unwrap(),
+            super::super::ApproveMode::Mutating
+        );
+        let rules = c.approvals.rules().unwrap();
+        assert!(rules[0].allows("bash", Some("git status --short")));
+        assert!(!rules[0].allows("bash", Some("git push")));
+        assert!(!rules[0].allows("bash", None));
+        assert!(rules[1].allows("edit", None));
+        assert!(!rules[1].allows("write", None));
+        for bad in [
+            "[approvals]\nmode = \"sometimes\"\n",
+            "[approvals]\nallow = [\"read:*.rs\"]\n",
+            "[approvals]\nallow = [\":x\"]\n",
+            "[approvals]\nallow = [\"bash:[\"]\n",
+        ] {
+            let e = Config::parse(bad).unwrap().check().unwrap_err().to_string();
+            assert!(e.contains("approvals."), "{bad}: {e}");
+        }
+        assert!(Config::parse("[approvals]\nask = true\n").is_err());
+    }
+
+    #[test]
     fn the_project_file_goes_over_the_global_one_key_by_key() {
         let mut base: toml::Table =
             toml::from_str("[model]\nname = \"global\"\nprice_in = 1.0\n[limits]\nmax_steps = 5\n")
