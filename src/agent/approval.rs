@@ -73,6 +73,19 @@ pub fn answer_path(wal: &Path, step: u64, call_id: &str) -> PathBuf {
     channel_dir(wal).join(format!("{step}-{hex}.json"))
 }
 
+/// Removes every answer file of the run of `wal` (best effort): called
+/// once the run has finished, when no question is open.
+pub fn clear_channel(wal: &Path) {
+    let Ok(dir) = std::fs::read_dir(channel_dir(wal)) else {
+        return;
+    };
+    for e in dir.flatten() {
+        if e.file_name().to_string_lossy().ends_with(".json") {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
 /// Writes an answer for the run of `wal` (from `tinyagent approve`): a new
 /// file, 0600, complete (fsync'd, then renamed into place) or not there at
 /// all. Refused when an answer is already waiting to be read.
@@ -279,7 +292,9 @@ impl Agent {
                 self.flush()?;
             }
         }
+        let asked = std::time::Instant::now();
         let reply = wait_for_answer(&wal, step, call);
+        self.timing.waiting += asked.elapsed();
         let (decision, always, reason, by) = match reply {
             Reply::Stopped(sig) => return Ok(Approval::Stopped(sig)),
             Reply::Terminal(d, always, reason) => (d, always, reason, "tty"),

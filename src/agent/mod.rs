@@ -116,6 +116,8 @@ struct Timing {
     model: std::time::Duration,
     tools: std::time::Duration,
     checkpoints: std::time::Duration,
+    /// Waiting for the person: approval questions, a chat's prompt.
+    waiting: std::time::Duration,
     steps: u64,
 }
 
@@ -276,8 +278,11 @@ impl Agent {
     /// Drives the loop until the model ends its turn (a chat then waits for
     /// the person: `chat.waiting`), the run finishes or a limit stops it.
     pub async fn run_turn(&mut self) -> Result<Turn, AgentError> {
-        self.timing.started = Some(std::time::Instant::now());
-        self.timing.io_at_start = self.store.io_stats();
+        // A chat's turns are one run: timed from its first.
+        if self.timing.started.is_none() {
+            self.timing.started = Some(std::time::Instant::now());
+            self.timing.io_at_start = self.store.io_stats();
+        }
         // Staged: durable with the first sync point of the first step.
         self.checkpoint_start()?;
         loop {
@@ -406,7 +411,8 @@ impl Agent {
             std::time::Duration::from_nanos(io.sync_nanos - self.timing.io_at_start.sync_nanos);
         let write =
             std::time::Duration::from_nanos(io.write_nanos - self.timing.io_at_start.write_nanos);
-        let overhead = wall.saturating_sub(self.timing.model + self.timing.tools);
+        let overhead =
+            wall.saturating_sub(self.timing.model + self.timing.tools + self.timing.waiting);
         let steps = self.timing.steps.max(1) as f64;
         let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
         self.out.event(
@@ -417,6 +423,7 @@ impl Agent {
                 "model_ms": ms(self.timing.model),
                 "tools_ms": ms(self.timing.tools),
                 "checkpoints_ms": ms(self.timing.checkpoints),
+                "waiting_ms": ms(self.timing.waiting),
                 "overhead_ms": ms(overhead),
                 "overhead_per_step_ms": ms(overhead) / steps,
                 "fsync_ms": ms(fsync),
@@ -480,6 +487,9 @@ impl Agent {
             "cost_usd": s.cost_usd,
         }));
         self.append(Event::RunFinished(RunFinished { status, reason }))?;
+        // No question is open any more: answers left for calls that were
+        // settled otherwise (stopped by a signal) go.
+        approval::clear_channel(self.store.path());
         let s = self.state();
         self.out.say(&format!(
             "totals: {} steps · {} in / {} out tokens · ${:.4}",
@@ -517,6 +527,12 @@ impl Agent {
             source: source.to_string(),
         }))?;
         Ok(())
+    }
+
+    /// Time spent waiting for the person (a chat's prompt): not the agent's
+    /// own overhead.
+    pub fn add_waiting(&mut self, d: std::time::Duration) {
+        self.timing.waiting += d;
     }
 
     /// Ctrl-D at the chat prompt: the chat ends (`run.finished` completed).

@@ -190,7 +190,10 @@ pub async fn converse(agent: &mut Agent) -> Result<RunStatus, AgentError> {
             return Ok(status);
         }
         if agent.state().chat_waiting {
-            match editor.line().await {
+            let asked = std::time::Instant::now();
+            let line = editor.line().await;
+            agent.add_waiting(asked.elapsed());
+            match line {
                 Err(sig) => {
                     terminal.restore();
                     crate::agent::output::err_text("\n");
