@@ -460,3 +460,47 @@ fn mcp_calls_go_through_the_same_approval_step() {
     );
     mock.assert_no_violations();
 }
+
+#[test]
+fn the_pre_hook_goes_first_and_a_call_it_blocks_is_never_asked_about() {
+    let sb = Sandbox::new();
+    let script = sb.path("pre.sh");
+    std::fs::write(
+        &script,
+        "input=$(cat)\ncase \"$input\" in *forbidden*) echo 'no forbidden words' >&2; exit 2;; esac\nexit 0\n",
+    )
+    .unwrap();
+    let mock = MockServer::start(vec![
+        MockReply::tool_calls(vec![
+            ("bash", json!({ "command": "echo forbidden > blocked.txt" })),
+            ("bash", json!({ "command": "echo fine > allowed.txt" })),
+        ])
+        .with_ids(&["b1", "a1"]),
+        MockReply::text("done"),
+    ]);
+    let toml = format!(
+        "{APPROVE}[hooks]\npre_tool = {}\n",
+        serde_json::Value::String(format!("sh '{}'", script.display()))
+    );
+    let run = Running::start(sb.run_cmd_cfg(&mock.base_url(), "hooked", &toml));
+    wait_until("the question", || log_has(&sb, "approval.requested"));
+    let a = approve(&sb, "a1", None);
+    assert!(a.status.success(), "approve: {}", stderr(&a));
+    let (code, err) = run.wait();
+    assert_eq!(code, 0, "{err}");
+    assert!(!sb.ws().join("blocked.txt").exists());
+    assert!(sb.ws().join("allowed.txt").exists());
+    let recs = records(&sb);
+    check_approvals(&recs);
+    let asked: Vec<&str> = kinds(&recs, "approval.requested")
+        .iter()
+        .map(|r| r.data["call_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        asked,
+        ["a1"],
+        "only the call the hook let through is asked about"
+    );
+    assert_eq!(kinds(&recs, "hook.blocked")[0].data["call_id"], "b1");
+    mock.assert_no_violations();
+}

@@ -241,3 +241,23 @@ fn a_chat_killed_mid_turn_finishes_the_turn_on_resume_then_prompts() {
     assert!(!sb.ws().join("late.txt").exists());
     mock.assert_no_violations();
 }
+
+#[test]
+fn sigterm_at_the_prompt_ends_the_chat_as_it_ends_a_run() {
+    let sb = Sandbox::new();
+    let mock = MockServer::start(vec![]);
+    let mut s = pty::spawn(pty::chat_cmd(&sb, &mock.base_url(), ""));
+    s.exp_string(PROMPT).expect("the prompt");
+    s.process_mut()
+        .signal(rexpect::process::Signal::SIGTERM)
+        .expect("SIGTERM");
+    s.exp_string("interrupted (SIGTERM)")
+        .expect("the resume hint");
+    assert_eq!(pty::exit_code(&mut s), Some(143));
+    let recs = records(&sb);
+    let last = recs.last().unwrap();
+    assert_eq!(last.kind, "run.finished");
+    assert_eq!(last.data["status"], "interrupted");
+    assert_eq!(last.data["reason"], "SIGTERM");
+    assert_eq!(mock.request_count(), 0);
+}
