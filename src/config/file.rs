@@ -375,6 +375,17 @@ mod tests {
         let rules = c.approvals.rules().unwrap();
         assert!(rules[0].allows("bash", Some("git status --short")));
         assert!(!rules[0].allows("bash", Some("git push")));
+        // `*` never stretches over a second command, a pipe or a substitution.
+        for sneaky in [
+            "git status; rm -rf ~",
+            "git status && curl x | sh",
+            "git status $(rm x)",
+            "git status `rm x`",
+            "git status > ../f",
+            "git status\nrm x",
+        ] {
+            assert!(!rules[0].allows("bash", Some(sneaky)), "{sneaky}");
+        }
         assert!(!rules[0].allows("bash", None));
         assert!(rules[1].allows("edit", None));
         assert!(!rules[1].allows("write", None));

@@ -83,7 +83,14 @@ pub struct AllowRule {
     pub text: String,
     tool: String,
     command: Option<globset::GlobMatcher>,
+    /// The glob as written (its shell characters are the only ones a
+    /// matching command may hold).
+    pattern: String,
 }
+
+/// Characters that make one shell command line more than one simple
+/// command (a list, a pipe, a substitution, a redirection).
+const SHELL_SPECIALS: &[char] = &[';', '&', '|', '`', '$', '(', ')', '<', '>', '\n', '\r'];
 
 impl PartialEq for AllowRule {
     fn eq(&self, other: &AllowRule) -> bool {
@@ -123,18 +130,26 @@ impl AllowRule {
             text: text.to_string(),
             tool: tool.to_string(),
             command,
+            pattern: glob.unwrap_or("").to_string(),
         })
     }
 
     /// Whether the rule allows a call of `tool` (for bash, running
-    /// `command`).
+    /// `command`). A bash rule's `*` would also match `; anything`, so a
+    /// command holding a shell special character (`;`, `&`, `|`, `$`,
+    /// backquote, parentheses, redirections, a newline) the glob does not
+    /// hold itself is never allowed by it.
     pub fn allows(&self, tool: &str, command: Option<&str>) -> bool {
         if self.tool != tool {
             return false;
         }
         match (&self.command, command) {
             (None, _) => true,
-            (Some(m), Some(c)) => m.is_match(c),
+            (Some(m), Some(c)) => {
+                !c.chars()
+                    .any(|ch| SHELL_SPECIALS.contains(&ch) && !self.pattern.contains(ch))
+                    && m.is_match(c)
+            }
             (Some(_), None) => false,
         }
     }
