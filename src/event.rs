@@ -214,6 +214,14 @@ pub struct RunSettings {
     /// git root down to the workspace.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub instructions: Vec<String>,
+    /// An interactive chat (`tinyagent chat`): the run waits for the
+    /// person's next message after each turn instead of finishing.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub chat: bool,
+    /// `mutating`: calls that can change files or run commands are asked
+    /// about first (section 12). Absent: never asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approve: Option<crate::config::ApproveMode>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -320,6 +328,20 @@ pub const NOT_RUN_TEXT: &str =
     "[not run: the agent stopped before this call started; it had no effect]";
 
 impl ToolResult {
+    /// A call the person (or `tinyagent approve`) denied: it never ran.
+    pub fn denied(step: u64, call: &ToolCall, by: &str, reason: Option<&str>) -> ToolResult {
+        let why = reason
+            .filter(|r| !r.trim().is_empty())
+            .map_or_else(|| "no reason given".to_string(), |r| format!("reason: {r}"));
+        ToolResult::new(
+            step,
+            &call.id,
+            &call.name,
+            format!("[denied by the person ({by}); {why}] The call was not run."),
+            true,
+        )
+    }
+
     /// A plain result: not interrupted, not a format error, no hooks.
     pub fn new(
         step: u64,
@@ -618,6 +640,93 @@ pub struct WorkspaceCheckpoint {
     pub oversized: Vec<crate::checkpoint::Oversized>,
 }
 
+/// A message the person added to the conversation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserMessage {
+    /// The last step before it.
+    pub step: u64,
+    pub content: String,
+    /// Where it was typed: `chat` (the chat prompt) or `resume`
+    /// (`resume --message`).
+    #[serde(default = "chat_source")]
+    pub source: String,
+}
+
+fn chat_source() -> String {
+    "chat".to_string()
+}
+
+/// A chat turn ended: the run waits at the prompt for the person's next
+/// message. Durable before the prompt is shown, so a chat killed there
+/// resumes there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChatWaiting {
+    pub step: u64,
+    /// The signal that cut the turn short (`SIGINT`: Ctrl-C during a turn).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupted: Option<String>,
+}
+
+/// Text the model is shown after a turn the person cut short.
+pub fn chat_interrupted_text(signal: &str) -> String {
+    format!(
+        "[The person interrupted this turn ({signal}); anything still running was stopped. \
+         Wait for their next message.]"
+    )
+}
+
+/// A call that needs the person's yes before it starts: durable before the
+/// question is asked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalRequested {
+    pub step: u64,
+    pub call_id: String,
+    /// The call's tool.
+    #[serde(default)]
+    pub tool: String,
+    /// What the call would do, shortened (the command, the path).
+    #[serde(default)]
+    pub preview: String,
+}
+
+/// The answer to an approval question.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Decision {
+    Allow,
+    Deny,
+}
+
+impl Decision {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Allow => "allow",
+            Decision::Deny => "deny",
+        }
+    }
+}
+
+/// The decision about a call: durable before the call starts (or, denied,
+/// before its error result).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalDecided {
+    pub step: u64,
+    pub call_id: String,
+    #[serde(default)]
+    pub tool: String,
+    pub decision: Decision,
+    /// Who decided: `tty` (the person at the terminal), `approve` (`tinyagent
+    /// approve` from another process), `rule` (an allow rule of the config)
+    /// or `always` (an earlier "always allow this tool" answer).
+    pub by: String,
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// The person answered "always": every later call of `tool` in this run
+    /// is allowed without a question.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub always: bool,
+}
+
 /// One log record's payload.
 ///
 /// `run.started` is much larger than the other variants, but it appears once
@@ -653,6 +762,14 @@ pub enum Event {
     RunFinished(RunFinished),
     #[serde(rename = "workspace.checkpoint")]
     WorkspaceCheckpoint(WorkspaceCheckpoint),
+    #[serde(rename = "user.message")]
+    UserMessage(UserMessage),
+    #[serde(rename = "chat.waiting")]
+    ChatWaiting(ChatWaiting),
+    #[serde(rename = "approval.requested")]
+    ApprovalRequested(ApprovalRequested),
+    #[serde(rename = "approval.decided")]
+    ApprovalDecided(ApprovalDecided),
 }
 
 impl Event {
@@ -672,6 +789,10 @@ impl Event {
             Event::Resume(_) => "resume",
             Event::RunFinished(_) => "run.finished",
             Event::WorkspaceCheckpoint(_) => "workspace.checkpoint",
+            Event::UserMessage(_) => "user.message",
+            Event::ChatWaiting(_) => "chat.waiting",
+            Event::ApprovalRequested(_) => "approval.requested",
+            Event::ApprovalDecided(_) => "approval.decided",
         }
     }
 }

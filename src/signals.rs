@@ -80,6 +80,15 @@ pub fn note(sig: Signal) {
     s.tx.send_replace(n);
 }
 
+/// Forgets the signals received so far: a chat's Ctrl-C stopped one turn,
+/// and the next turn starts with none.
+pub fn clear() {
+    let s = state();
+    s.first.store(0, Ordering::SeqCst);
+    s.count.store(0, Ordering::SeqCst);
+    s.tx.send_replace(0);
+}
+
 /// The first stopping signal received, if any.
 pub fn received() -> Option<Signal> {
     match state().first.load(Ordering::SeqCst) {

@@ -1,8 +1,9 @@
 //! The call runner: the one place a tool call goes through
-//! pre hook -> `tool.started` -> run -> post hook -> `tool.result`
+//! pre hook -> approval -> `tool.started` -> run -> post hook -> `tool.result`
 //! (-> `plan.updated`). The live loop and resume's re-runs both use it, so a
 //! re-run call is hooked and recorded exactly like a live one.
 
+use super::approval::Approval;
 use super::{Agent, AgentError};
 use crate::event::{
     CallProcess, Event, HookBlocked, HookRun, PlanItem, PlanUpdated, ToolCall, ToolResult,
@@ -31,6 +32,19 @@ impl Agent {
             Gate::Open => {}
             Gate::Stopped(sig) => return self.stopped_before_start(step, call, sig, hooks),
             Gate::Blocked(reason) => return self.blocked(step, call, &reason, hooks),
+        }
+        // The person is asked after the pre hook: a call the person's own
+        // hook blocks is not worth a question (docs/design.md, "Approvals").
+        match self.approve(step, call)? {
+            Approval::Allowed => {}
+            Approval::Stopped(sig) => return self.stopped_before_start(step, call, sig, hooks),
+            Approval::Denied { by, reason } => {
+                let mut result = ToolResult::denied(step, call, &by, reason.as_deref());
+                result.hooks = hooks;
+                self.stage(Event::ToolResult(result))?;
+                self.checkpoint_event(step);
+                return Ok(());
+            }
         }
         // A re-run call's `tool.started` is already durable: the intent is
         // the same call's, so it is not written twice. A foreground command

@@ -7,6 +7,7 @@
 //! `step.saved`. Every append is fdatasync'd before the next thing happens, and
 //! state changes only through `State::apply` inside `Store::append`.
 
+pub mod approval;
 mod call;
 mod checkpoints;
 pub(crate) mod compaction;
@@ -19,8 +20,8 @@ pub(crate) mod resume;
 
 use crate::config::RunConfig;
 use crate::event::{
-    Event, HookRun, ModelResponse, ProcessExited, RunFinished, RunStatus, StepSaved, ToolCall,
-    ToolResult, Usage,
+    ChatWaiting, Event, HookRun, ModelResponse, ProcessExited, RunFinished, RunStatus, StepSaved,
+    ToolCall, ToolResult, Usage, UserMessage,
 };
 use crate::model::Provider;
 use crate::session::State;
@@ -52,6 +53,15 @@ impl AgentError {
             AgentError::Refused(_) => 2,
         }
     }
+}
+
+/// How a turn of the loop ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Turn {
+    /// The run finished (or a limit or a signal stopped it).
+    Finished(RunStatus),
+    /// A chat's turn ended: the person types the next message.
+    Waiting,
 }
 
 /// What the pre hook said about a call.
@@ -106,6 +116,8 @@ struct Timing {
     model: std::time::Duration,
     tools: std::time::Duration,
     checkpoints: std::time::Duration,
+    /// Waiting for the person: approval questions, a chat's prompt.
+    waiting: std::time::Duration,
     steps: u64,
 }
 
@@ -165,6 +177,11 @@ impl Agent {
 
     pub fn state(&self) -> &State {
         self.store.state()
+    }
+
+    /// The workspace the run's tools act in.
+    pub fn workspace(&self) -> &std::path::Path {
+        &self.config.workspace
     }
 
     pub fn output(&mut self) -> &mut Output {
@@ -250,17 +267,31 @@ impl Agent {
 
     /// Drives the loop until the run finishes or a limit stops it.
     pub async fn run(&mut self) -> Result<RunStatus, AgentError> {
-        self.timing.started = Some(std::time::Instant::now());
-        self.timing.io_at_start = self.store.io_stats();
+        match self.run_turn().await? {
+            Turn::Finished(status) => Ok(status),
+            // Only a chat waits between turns; a run that is not one never
+            // gets here, and its log says it went on.
+            Turn::Waiting => Ok(RunStatus::Completed),
+        }
+    }
+
+    /// Drives the loop until the model ends its turn (a chat then waits for
+    /// the person: `chat.waiting`), the run finishes or a limit stops it.
+    pub async fn run_turn(&mut self) -> Result<Turn, AgentError> {
+        // A chat's turns are one run: timed from its first.
+        if self.timing.started.is_none() {
+            self.timing.started = Some(std::time::Instant::now());
+            self.timing.io_at_start = self.store.io_stats();
+        }
         // Staged: durable with the first sync point of the first step.
         self.checkpoint_start()?;
         loop {
             self.record_exited_processes()?;
             if let Some(sig) = crate::signals::received() {
-                return self.interrupted(sig);
+                return self.stop_turn(sig);
             }
             if let Some(status) = self.limit_reached() {
-                return self.finish(status, None);
+                return self.finish(status, None).map(Turn::Finished);
             }
             let step = self.state().step + 1;
             // Compaction is decided on the request as it would be sent.
@@ -271,7 +302,7 @@ impl Agent {
                 context = self.context_tokens(&body);
             }
             if let Some(sig) = crate::signals::received() {
-                return self.interrupted(sig);
+                return self.stop_turn(sig);
             }
             self.out.thinking(step);
             let asked = std::time::Instant::now();
@@ -292,7 +323,7 @@ impl Agent {
             self.out.done_thinking();
             let reply = match reply {
                 None => {
-                    return self.interrupted(crate::signals::received().unwrap_or(Signal::SIGINT));
+                    return self.stop_turn(crate::signals::received().unwrap_or(Signal::SIGINT));
                 }
                 Some(Ok(r)) => r,
                 Some(Err(e)) => {
@@ -356,10 +387,17 @@ impl Agent {
             }
             self.save_step(step)?;
             if let Some(sig) = crate::signals::received() {
-                return self.interrupted(sig);
+                return self.stop_turn(sig);
             }
             if calls.is_empty() {
-                return self.finish(RunStatus::Completed, None);
+                if self.config.chat {
+                    self.append(Event::ChatWaiting(ChatWaiting {
+                        step,
+                        interrupted: None,
+                    }))?;
+                    return Ok(Turn::Waiting);
+                }
+                return self.finish(RunStatus::Completed, None).map(Turn::Finished);
             }
         }
     }
@@ -376,7 +414,8 @@ impl Agent {
             std::time::Duration::from_nanos(io.sync_nanos - self.timing.io_at_start.sync_nanos);
         let write =
             std::time::Duration::from_nanos(io.write_nanos - self.timing.io_at_start.write_nanos);
-        let overhead = wall.saturating_sub(self.timing.model + self.timing.tools);
+        let overhead =
+            wall.saturating_sub(self.timing.model + self.timing.tools + self.timing.waiting);
         let steps = self.timing.steps.max(1) as f64;
         let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
         self.out.event(
@@ -387,6 +426,7 @@ impl Agent {
                 "model_ms": ms(self.timing.model),
                 "tools_ms": ms(self.timing.tools),
                 "checkpoints_ms": ms(self.timing.checkpoints),
+                "waiting_ms": ms(self.timing.waiting),
                 "overhead_ms": ms(overhead),
                 "overhead_per_step_ms": ms(overhead) / steps,
                 "fsync_ms": ms(fsync),
@@ -450,12 +490,62 @@ impl Agent {
             "cost_usd": s.cost_usd,
         }));
         self.append(Event::RunFinished(RunFinished { status, reason }))?;
+        // No question is open any more: answers left for calls that were
+        // settled otherwise (stopped by a signal) go.
+        approval::clear_channel(self.store.path());
         let s = self.state();
         self.out.say(&format!(
             "totals: {} steps · {} in / {} out tokens · ${:.4}",
             s.step, s.usage.input_tokens, s.usage.output_tokens, s.cost_usd
         ));
         Ok(status)
+    }
+
+    /// A signal stopped the turn. In a chat, Ctrl-C (SIGINT) ends only the
+    /// turn: what it ran is stopped and recorded already, the model is told
+    /// (`chat.waiting` with `interrupted`) and the chat waits for the next
+    /// message. Any other signal, or one outside a chat, ends the run.
+    fn stop_turn(&mut self, sig: Signal) -> Result<Turn, AgentError> {
+        if self.config.chat && sig == Signal::SIGINT {
+            crate::signals::clear();
+            let step = self.state().step;
+            self.append(Event::ChatWaiting(ChatWaiting {
+                step,
+                interrupted: Some(crate::signals::name(sig).to_string()),
+            }))?;
+            self.out
+                .say("turn interrupted; type the next message (Ctrl-D ends the chat)");
+            return Ok(Turn::Waiting);
+        }
+        self.interrupted(sig).map(Turn::Finished)
+    }
+
+    /// The person's message at the chat prompt: durable (`user.message`)
+    /// before the model sees it.
+    pub fn add_user_message(&mut self, content: &str, source: &str) -> Result<(), AgentError> {
+        let step = self.state().step;
+        self.append(Event::UserMessage(UserMessage {
+            step,
+            content: content.to_string(),
+            source: source.to_string(),
+        }))?;
+        Ok(())
+    }
+
+    /// Time spent waiting for the person (a chat's prompt): not the agent's
+    /// own overhead.
+    pub fn add_waiting(&mut self, d: std::time::Duration) {
+        self.timing.waiting += d;
+    }
+
+    /// Ctrl-D at the chat prompt: the chat ends (`run.finished` completed).
+    pub fn end_chat(&mut self) -> Result<RunStatus, AgentError> {
+        self.finish(RunStatus::Completed, None)
+    }
+
+    /// A stopping signal at the chat prompt: the run ends interrupted.
+    pub fn stop_at_prompt(&mut self, sig: Signal) -> Result<RunStatus, AgentError> {
+        self.interrupted(sig)
     }
 
     /// Ends a run a signal stopped.

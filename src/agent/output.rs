@@ -59,7 +59,7 @@ fn round_floats(v: &mut Value) {
 
 /// A call as a person scans it: what it acts on first (`edit src/a.rs`,
 /// `bash: cargo test`), then the rest of its arguments.
-fn call_preview(name: &str, arguments: &str) -> String {
+pub(crate) fn call_preview(name: &str, arguments: &str) -> String {
     let Ok(serde_json::Value::Object(mut args)) = serde_json::from_str(arguments) else {
         return format!("{name} {}", preview(arguments, 100));
     };
@@ -456,6 +456,31 @@ impl Output {
                         c.oversized.len()
                     )
                 }
+            )),
+            // The person typed it: not echoed.
+            Event::UserMessage(_) | Event::ChatWaiting(_) => {}
+            Event::ApprovalRequested(a) => self.say(&format!(
+                "    ? approval asked for {} ({}): {}",
+                a.call_id, a.tool, a.preview
+            )),
+            Event::ApprovalDecided(d) => self.say(&format!(
+                "    {} {} {} by {}{}",
+                if d.decision == crate::event::Decision::Allow {
+                    "✓"
+                } else {
+                    "✗"
+                },
+                d.call_id,
+                if d.decision == crate::event::Decision::Allow {
+                    "allowed"
+                } else {
+                    "denied"
+                },
+                d.by,
+                d.reason
+                    .as_deref()
+                    .map(|r| format!(" ({r})"))
+                    .unwrap_or_default()
             )),
         }
     }

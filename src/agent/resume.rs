@@ -114,7 +114,16 @@ impl Agent {
         let mut interrupted = Vec::new();
         let mut not_run = Vec::new();
         let mut rerun = Vec::new();
-        for call in &pending {
+        let mut carried_on = Vec::new();
+        // The stop came at an approval question (asked, or answered but
+        // not started): that call and the ones after it had not started,
+        // so they go on as in the live loop, through the approval step,
+        // which never asks a decided call again (docs/design.md,
+        // "Approvals").
+        let gated = pending
+            .iter()
+            .position(|c| !c.started && c.approval.is_some());
+        for (i, call) in pending.iter().enumerate() {
             // The model's call itself (its arguments), from the response that
             // made it: the newest one, since ids may repeat across steps.
             let model_call = self.find_call(&call.id);
@@ -122,6 +131,10 @@ impl Agent {
                 Some(tc) if call.started && self.tools.is_rerunnable(&call.name) => {
                     self.run_call(call.step, &tc, true)?;
                     rerun.push(tc);
+                }
+                Some(tc) if !call.started && gated.is_some_and(|g| i >= g) => {
+                    self.run_call(call.step, &tc, false)?;
+                    carried_on.push(tc);
                 }
                 _ => {
                     let (result, list) = if call.started {
@@ -159,7 +172,21 @@ impl Agent {
             .cloned()
             .collect();
         let (reattached, lost) = self.reattach(running);
-        let notice = self.notice(&stop, &interrupted, &not_run, &rerun, &lost, &stopped);
+        let mut notice = self.notice(&stop, &interrupted, &not_run, &rerun, &lost, &stopped);
+        if !carried_on.is_empty() {
+            notice = notice.replace("No tool call was in flight.\n", "");
+            notice.push_str(
+                "Calls that were waiting for the person's approval when it stopped went on (their results above):\n",
+            );
+            for c in &carried_on {
+                notice.push_str(&format!(
+                    "- {} ({} {})\n",
+                    c.id,
+                    c.name,
+                    short(&c.arguments)
+                ));
+            }
+        }
         let notice = reattached_notice(notice, &reattached);
         let all = interrupted.iter().chain(&not_run).map(|c| c.id.clone());
         self.append(Event::Resume(Resume {
@@ -168,9 +195,14 @@ impl Agent {
             reattached_processes: reattached.iter().map(|p| p.id.clone()).collect(),
             notice,
             limits: stop.limits.clone(),
-            message: stop.message.clone(),
+            // The person's new message is a record of its own, after the
+            // notice (older logs carry it here).
+            message: None,
             stopped_processes: stopped,
         }))?;
+        if let Some(text) = &stop.message {
+            self.add_user_message(text, "resume")?;
+        }
         for p in &lost {
             self.out.event(
                 "resume.process_lost",

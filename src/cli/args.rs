@@ -30,6 +30,12 @@ pub enum Command {
     /// Continue a stopped or crashed run in place, appending to its log.
     #[command(after_help = RESUME_EXAMPLES)]
     Resume(ResumeArgs),
+    /// An interactive session on a terminal: type a message, the agent
+    /// works, then waits for the next (Ctrl-C stops a turn, Ctrl-D ends).
+    Chat(ChatArgs),
+    /// Answer a run's approval question from another process (allow, or
+    /// --deny); the run itself records the answer.
+    Approve(ApproveArgs),
     /// The runs under $TINYAGENT_HOME, newest first: this workspace's, or all.
     Sessions(SessionsArgs),
     /// Look at, check, repair, export or import a log.
@@ -124,6 +130,36 @@ pub struct ProviderArgs {
 pub struct RunArgs {
     /// What the agent should do.
     pub task: String,
+    #[command(flatten)]
+    pub opts: RunOptions,
+}
+
+/// `run`'s flags are its options (`args.wal` reads `args.opts.wal`).
+impl std::ops::Deref for RunArgs {
+    type Target = RunOptions;
+    fn deref(&self) -> &RunOptions {
+        &self.opts
+    }
+}
+
+/// `tinyagent chat`: the options of `run`, without a task.
+#[derive(Debug, Args, Clone, Default)]
+pub struct ChatArgs {
+    /// Go back to a chat's prompt (or finish its interrupted turn first):
+    /// the same as `tinyagent resume <LOG>` on a chat's log.
+    #[arg(long, value_name = "LOG")]
+    pub resume: Option<PathBuf>,
+    #[command(flatten)]
+    pub opts: RunOptions,
+}
+
+/// The options of a new run (`run` and `chat`).
+#[derive(Debug, Args, Clone, Default)]
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "one field per command-line flag"
+)]
+pub struct RunOptions {
     /// Log file (default $TINYAGENT_HOME/runs/<run_id>.wal); an existing file is refused.
     #[arg(long)]
     pub wal: Option<PathBuf>,
@@ -206,6 +242,11 @@ pub struct RunArgs {
     /// always or never.
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto)]
     pub color: ColorChoice,
+    /// Ask before calls that can change files or run commands: never
+    /// (default: approvals.mode, else never) or mutating. Answered on the
+    /// terminal (y/n/a), or by `tinyagent approve` from another process.
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub approve: Option<crate::config::ApproveMode>,
 }
 
 #[derive(Debug, Args, Clone, Default)]
@@ -259,6 +300,25 @@ pub struct ResumeArgs {
     /// replicate.mode, else sync).
     #[arg(long, value_name = "MODE")]
     pub replicate_mode: Option<String>,
+    /// Ask before mutating calls from now on (`mutating`); a run that asked
+    /// already keeps asking.
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub approve: Option<crate::config::ApproveMode>,
+}
+
+/// `tinyagent approve`: the answer to a run's waiting question.
+#[derive(Debug, Args, Clone, Default)]
+pub struct ApproveArgs {
+    /// The log of the run that waits.
+    pub wal: PathBuf,
+    /// The call it asks about (`log inspect` and `sessions` show it).
+    pub call_id: String,
+    /// Deny the call instead of allowing it.
+    #[arg(long)]
+    pub deny: bool,
+    /// Why (shown to the model with a denied call).
+    #[arg(long, value_name = "TEXT")]
+    pub reason: Option<String>,
 }
 
 /// When human output is coloured.

@@ -3,7 +3,9 @@
 //! Exit codes for `run` and `resume`: 0 finished, 1 run-time failure, 2
 //! refused input, 3 stopped by a limit.
 
+mod approve;
 pub mod args;
+mod chat;
 mod demo;
 mod endpoints;
 mod envcmd;
@@ -159,8 +161,10 @@ pub fn main(mut cli: Cli) -> i32 {
             }
         }
     }
-    if matches!(cli.command, Command::Run(_) | Command::Resume(_))
-        && let Err(e) = secrets::isolate(&secrets::named_key_vars(&cli.command))
+    if matches!(
+        cli.command,
+        Command::Run(_) | Command::Resume(_) | Command::Chat(_)
+    ) && let Err(e) = secrets::isolate(&secrets::named_key_vars(&cli.command))
     {
         crate::agent::output::err_line(&format!("tinyagent: {}", e.message));
         return e.code;
@@ -232,6 +236,11 @@ async fn dispatch(cli: Cli) -> Result<i32, CliError> {
             listen_for_stop()?;
             resume::resume(&a).await
         }
+        Command::Chat(a) => {
+            listen_for_stop()?;
+            chat::chat(&a).await
+        }
+        Command::Approve(a) => crate::runtime::blocking(|| approve::approve(&a)),
         Command::Log(cmd) => crate::runtime::blocking(|| logcmd::log(cmd)),
         Command::Sessions(a) => crate::runtime::blocking(|| match &a.url {
             Some(url) => remote::sessions(url, a.json, &mut std::io::stdout().lock()),

@@ -325,6 +325,19 @@ fn config_for(run: &RunStarted, args: &ResumeArgs) -> Result<RunConfig, CliError
         )));
     }
     config.hooks = local_hooks(&config.hooks, &local, args.no_hooks)?;
+    // A run that asked keeps asking; the local config or --approve may
+    // start asking. The allow rules are the local config's only: a log's
+    // word never lets a call run unasked.
+    let asked = [
+        config.approvals.mode,
+        local.approvals.mode()?,
+        args.approve.unwrap_or_default(),
+    ];
+    config.approvals.mode = asked
+        .into_iter()
+        .max_by_key(|m| *m == crate::config::ApproveMode::Mutating)
+        .unwrap_or_default();
+    config.approvals.allow = local.approvals.rules()?;
     if local.env.kind()? == EnvKind::Sandbox {
         config.env = EnvKind::Sandbox;
     }
@@ -442,7 +455,8 @@ fn may_continue(state: &crate::session::State, args: &ResumeArgs) -> Result<(), 
     };
     let l = &state.limits;
     let (raised, flag, at) = match status {
-        RunStatus::Completed if args.message.is_none() => {
+        // A chat that ended goes back to its prompt.
+        RunStatus::Completed if args.message.is_none() && !state.is_chat() => {
             return Err((
                 0,
                 format!(
@@ -500,6 +514,13 @@ fn report_open(out: &Output, report: &OpenReport) {
 
 /// `tinyagent resume`.
 pub async fn resume(args: &ResumeArgs) -> Result<i32, CliError> {
+    resume_chat(args, false).await
+}
+
+/// `tinyagent resume`, or `chat --resume` (`chat`: the log must be a chat's).
+/// A chat's log goes back to its prompt (after finishing a turn a stop cut
+/// short), on a terminal only.
+pub async fn resume_chat(args: &ResumeArgs, chat: bool) -> Result<i32, CliError> {
     // Every check of flags, config and tool set comes before the log is
     // locked, a torn tail cut or a trajectory imported.
     check_flags(args)?;
@@ -533,6 +554,15 @@ pub async fn resume(args: &ResumeArgs) -> Result<i32, CliError> {
         .or_else(|| sidecar.as_ref().and_then(|s| s.workspace.clone()));
     if let Some(cwd) = &moved_to {
         first.settings.cwd.clone_from(cwd);
+    }
+    if chat && !first.settings.chat {
+        return Err(CliError::refused(format!(
+            "{}: not a chat's log; continue it with `tinyagent resume`",
+            args.log().display()
+        )));
+    }
+    if first.settings.chat {
+        super::chat::need_terminal("resuming a chat")?;
     }
     // With no MCP server on either side the tool set is known before the
     // workspace is: it is checked first.
@@ -655,7 +685,11 @@ pub async fn resume(args: &ResumeArgs) -> Result<i32, CliError> {
         signal,
         stopped,
     })?;
-    let result = agent.run().await;
+    let result = if agent.state().is_chat() {
+        super::chat::converse(&mut agent).await
+    } else {
+        agent.run().await
+    };
     let finished = matches!(agent.state().status, Status::Finished(_));
     let state = agent.state().clone();
     agent.close();

@@ -6,9 +6,9 @@ use crate::agent::output::Output;
 use crate::agent::{Agent, AgentParts, prompt};
 use crate::config::file::McpSection;
 use crate::config::{
-    Config, ContainerSettings, DEFAULT_COMPACT_AT, DEFAULT_HOOK_TIMEOUT, DEFAULT_KEEP_RECENT,
-    DEFAULT_SNAPSHOT_EVERY, EnvKind, HOST_IMAGE, HookSettings, ModelSettings, ProviderKind,
-    RunConfig,
+    ApprovalSettings, Config, ContainerSettings, DEFAULT_COMPACT_AT, DEFAULT_HOOK_TIMEOUT,
+    DEFAULT_KEEP_RECENT, DEFAULT_SNAPSHOT_EVERY, EnvKind, HOST_IMAGE, HookSettings, ModelSettings,
+    ProviderKind, RunConfig,
 };
 use crate::event::{Event, Limits, RunStarted, SCHEMA_VERSION};
 use crate::mcp::{McpServers, ServerSpec};
@@ -168,6 +168,14 @@ pub fn resolve(args: &RunArgs, file: &Config) -> Result<RunConfig, CliError> {
             .or(file.wal.snapshot_every)
             .unwrap_or(DEFAULT_SNAPSHOT_EVERY),
         hooks: hook_settings(file)?,
+        approvals: ApprovalSettings {
+            mode: match args.approve {
+                Some(m) => m,
+                None => file.approvals.mode()?,
+            },
+            allow: file.approvals.rules()?,
+        },
+        chat: false,
         env: file.env.kind()?,
         network: file.env.network.unwrap_or(false),
         container: ContainerSettings {
@@ -271,7 +279,7 @@ pub fn tool_set(opts: ToolSetOptions, mcp: &McpServers) -> Result<ToolSet, CliEr
 /// Stage 2: a new run's identity, log path and first record. The MCP
 /// servers are started last, once every other check has passed.
 pub fn new_run(args: &RunArgs, config: RunConfig, mcp: &McpSection) -> Result<RunPlan, CliError> {
-    if args.task.trim().is_empty() {
+    if args.task.trim().is_empty() && !config.chat {
         return Err(CliError::refused("the task is empty"));
     }
     let run_id = new_run_id();
@@ -355,9 +363,10 @@ pub fn new_run(args: &RunArgs, config: RunConfig, mcp: &McpSection) -> Result<Ru
 }
 
 /// Turns flags plus config into a validated plan. No file is written.
-pub fn plan_run(args: &RunArgs) -> Result<RunPlan, CliError> {
+pub fn plan_run(args: &RunArgs, chat: bool) -> Result<RunPlan, CliError> {
     let file = Config::load(args.config.as_deref())?;
-    let config = resolve(args, &file)?;
+    let mut config = resolve(args, &file)?;
+    config.chat = chat;
     new_run(args, config, &file.mcp)
 }
 
@@ -532,7 +541,12 @@ pub fn test_seams() -> Result<TestSeams, CliError> {
 
 /// `tinyagent run`.
 pub async fn run(args: &RunArgs) -> Result<i32, CliError> {
-    let plan = plan_run(args)?;
+    run_as(args, false).await
+}
+
+/// `tinyagent run`, or a new `tinyagent chat` (no task: the chat's prompt).
+pub async fn run_as(args: &RunArgs, chat: bool) -> Result<i32, CliError> {
+    let plan = plan_run(args, chat)?;
     let provider = provider_for(&plan.config)?;
     for note in &plan.notes {
         crate::agent::output::err_line(note);
@@ -637,7 +651,11 @@ pub async fn run(args: &RunArgs) -> Result<i32, CliError> {
     for (seq, record) in &records {
         agent.output().record(*seq, record);
     }
-    let result = agent.run().await;
+    let result = if chat {
+        super::chat::converse(&mut agent).await
+    } else {
+        agent.run().await
+    };
     let finished = matches!(agent.state().status, crate::session::Status::Finished(_));
     let state = agent.state().clone();
     agent.close();

@@ -63,6 +63,19 @@ pub fn named_key_vars(command: &Command) -> Vec<String> {
                 .ok()
                 .and_then(|c| c.model.api_key_env)
         }),
+        Command::Chat(a) if a.resume.is_none() => {
+            a.opts.provider.api_key_env.clone().or_else(|| {
+                crate::config::Config::load(a.opts.config.as_deref())
+                    .ok()
+                    .and_then(|c| c.model.api_key_env)
+            })
+        }
+        Command::Chat(a) => a.opts.provider.api_key_env.clone().or_else(|| {
+            super::resume::recorded_key_env(&super::args::ResumeArgs {
+                path: a.resume.clone(),
+                ..super::args::ResumeArgs::default()
+            })
+        }),
         Command::Resume(a) => a
             .provider
             .api_key_env

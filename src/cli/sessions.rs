@@ -31,6 +31,10 @@ pub struct Session {
     /// Why the log could not be read (status `unreadable`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// What the run waits for from the person (an approval, with the call;
+    /// a chat's next message).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<super::inspect::WaitingJson>,
 }
 
 impl Session {
@@ -53,6 +57,7 @@ impl Session {
             log: log.display().to_string(),
             container: report.container.clone(),
             error: None,
+            waiting: report.waiting.clone(),
         }
     }
 
@@ -68,6 +73,7 @@ impl Session {
             log: log.display().to_string(),
             container: None,
             error: Some(why),
+            waiting: None,
         }
     }
 }
@@ -198,7 +204,10 @@ pub fn sessions(all: bool, json: bool, out: &mut dyn Write) -> Result<i32, CliEr
             .as_deref()
             .map_or("-", |t| t.get(..19).unwrap_or(t))
             .replace('T', " ");
-        let task = crate::text::first_line(s.task.as_deref().unwrap_or("-"), 60);
+        let task = match s.task.as_deref() {
+            Some("") => "(chat)".to_string(),
+            t => crate::text::first_line(t.unwrap_or("-"), 60),
+        };
         writeln!(
             out,
             "{:<22} {when}  {:<11} {:>4} steps  ${:.4}  {task}",
@@ -218,6 +227,12 @@ pub fn sessions(all: bool, json: bool, out: &mut dyn Write) -> Result<i32, CliEr
                 place.push_str("  ");
             }
             place.push_str(&format!("container {} ({})", c.name, c.state));
+        }
+        if let Some(w) = &s.waiting {
+            if !place.is_empty() {
+                place.push_str("  ");
+            }
+            place.push_str(&format!("waiting for {}", w.line(&s.log)));
         }
         writeln!(
             out,

@@ -136,6 +136,36 @@ fn record(out: &mut dyn Write, ts: &str, event: &Event) -> std::io::Result<()> {
                 if c.changed_count == 1 { "" } else { "s" }
             )?;
         }
+        Event::UserMessage(m) => {
+            writeln!(out, "\nyou ({}) · {}:", m.source, clock(ts))?;
+            folded(out, &m.content, "  ", 20)?;
+        }
+        Event::ChatWaiting(w) => {
+            if let Some(sig) = &w.interrupted {
+                writeln!(out, "  turn interrupted ({sig})")?;
+            }
+        }
+        Event::ApprovalRequested(a) => {
+            writeln!(out, "  ? approval asked for {} {}", a.tool, cut(&a.preview))?;
+        }
+        Event::ApprovalDecided(d) => {
+            let why = d
+                .reason
+                .as_deref()
+                .map(|r| format!(": {}", cut(r)))
+                .unwrap_or_default();
+            writeln!(
+                out,
+                "  {} {} by {}{why}",
+                if d.decision == crate::event::Decision::Allow {
+                    "✓ allowed"
+                } else {
+                    "✗ denied"
+                },
+                d.call_id,
+                d.by
+            )?;
+        }
         Event::Compaction(_)
         | Event::ToolStarted(_)
         | Event::StepSaved(_)

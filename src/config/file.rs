@@ -44,6 +44,8 @@ pub struct Config {
     pub mcp: McpSection,
     #[serde(default)]
     pub replicate: ReplicateSection,
+    #[serde(default)]
+    pub approvals: ApprovalsSection,
 }
 
 /// `[replicate]`: shipping the run to S3-compatible storage
@@ -57,6 +59,42 @@ pub struct ReplicateSection {
     pub mode: Option<String>,
     pub max_lag_ms: Option<u64>,
     pub timeout_s: Option<u64>,
+}
+
+/// `[approvals]`: which calls the person is asked about first.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalsSection {
+    /// `never` (the default) or `mutating`.
+    pub mode: Option<String>,
+    /// Calls allowed without a question: a tool name (`edit`), or
+    /// `bash:<glob>` matched against the whole command (`bash:git status*`).
+    #[serde(default)]
+    pub allow: Vec<String>,
+}
+
+impl ApprovalsSection {
+    /// `approvals.mode`, default never.
+    pub fn mode(&self) -> Result<super::ApproveMode, ConfigError> {
+        self.mode
+            .as_deref()
+            .map_or(Ok(super::ApproveMode::default()), |m| {
+                parse_enum("approvals.mode", m)
+            })
+    }
+
+    /// `approvals.allow`, each rule checked.
+    pub fn rules(&self) -> Result<Vec<super::AllowRule>, ConfigError> {
+        self.allow
+            .iter()
+            .map(|r| {
+                super::AllowRule::parse(r).map_err(|message| ConfigError::Value {
+                    key: "approvals.allow".into(),
+                    message,
+                })
+            })
+            .collect()
+    }
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -289,6 +327,8 @@ impl Config {
         self.env.kind()?;
         self.hooks.on_failure()?;
         self.mcp.check()?;
+        self.approvals.mode()?;
+        self.approvals.rules()?;
         Ok(())
     }
 }
@@ -335,6 +375,46 @@ impl HooksSection {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn approvals_section_is_checked_and_its_rules_match() {
+        let c = Config::parse(
+            "[approvals]\nmode = \"mutating\"\nallow = [\"bash:git status*\", \"edit\"]\n",
+        )
+        .unwrap();
+        c.check().unwrap();
+        assert_eq!(
+            c.approvals.mode().unwrap(),
+            super::super::ApproveMode::Mutating
+        );
+        let rules = c.approvals.rules().unwrap();
+        assert!(rules[0].allows("bash", Some("git status --short")));
+        assert!(!rules[0].allows("bash", Some("git push")));
+        // `*` never stretches over a second command, a pipe or a substitution.
+        for sneaky in [
+            "git status; rm -rf ~",
+            "git status && curl x | sh",
+            "git status $(rm x)",
+            "git status `rm x`",
+            "git status > ../f",
+            "git status\nrm x",
+        ] {
+            assert!(!rules[0].allows("bash", Some(sneaky)), "{sneaky}");
+        }
+        assert!(!rules[0].allows("bash", None));
+        assert!(rules[1].allows("edit", None));
+        assert!(!rules[1].allows("write", None));
+        for bad in [
+            "[approvals]\nmode = \"sometimes\"\n",
+            "[approvals]\nallow = [\"read:*.rs\"]\n",
+            "[approvals]\nallow = [\":x\"]\n",
+            "[approvals]\nallow = [\"bash:[\"]\n",
+        ] {
+            let e = Config::parse(bad).unwrap().check().unwrap_err().to_string();
+            assert!(e.contains("approvals."), "{bad}: {e}");
+        }
+        assert!(Config::parse("[approvals]\nask = true\n").is_err());
+    }
 
     #[test]
     fn the_project_file_goes_over_the_global_one_key_by_key() {

@@ -66,6 +66,102 @@ impl EngineKind {
     }
 }
 
+/// Which calls the person is asked about before they start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum ApproveMode {
+    /// No call is asked about (today's behaviour).
+    #[default]
+    Never,
+    /// Every call that can change files or run commands.
+    Mutating,
+}
+
+/// One `approvals.allow` rule: a tool name, or `bash:<glob>` on the command.
+#[derive(Debug, Clone)]
+pub struct AllowRule {
+    pub text: String,
+    tool: String,
+    command: Option<globset::GlobMatcher>,
+    /// The glob as written (its shell characters are the only ones a
+    /// matching command may hold).
+    pattern: String,
+}
+
+/// Characters that make one shell command line more than one simple
+/// command (a list, a pipe, a substitution, a redirection).
+const SHELL_SPECIALS: &[char] = &[';', '&', '|', '`', '$', '(', ')', '<', '>', '\n', '\r'];
+
+impl PartialEq for AllowRule {
+    fn eq(&self, other: &AllowRule) -> bool {
+        self.text == other.text
+    }
+}
+
+impl AllowRule {
+    /// Parses `tool` or `bash:<glob>`.
+    pub fn parse(text: &str) -> Result<AllowRule, String> {
+        let text = text.trim();
+        let (tool, glob) = match text.split_once(':') {
+            Some((t, g)) => (t.trim(), Some(g)),
+            None => (text, None),
+        };
+        if tool.is_empty() {
+            return Err(format!(
+                "{text:?}: a rule names a tool (`edit`, `bash:git status*`)"
+            ));
+        }
+        let command = match glob {
+            None => None,
+            Some(g) if tool == "bash" => Some(
+                globset::GlobBuilder::new(g)
+                    .literal_separator(false)
+                    .build()
+                    .map_err(|e| format!("{text:?}: {e}"))?
+                    .compile_matcher(),
+            ),
+            Some(_) => {
+                return Err(format!(
+                    "{text:?}: only bash rules take a pattern (`bash:<command glob>`)"
+                ));
+            }
+        };
+        Ok(AllowRule {
+            text: text.to_string(),
+            tool: tool.to_string(),
+            command,
+            pattern: glob.unwrap_or("").to_string(),
+        })
+    }
+
+    /// Whether the rule allows a call of `tool` (for bash, running
+    /// `command`). A bash rule's `*` would also match `; anything`, so a
+    /// command holding a shell special character (`;`, `&`, `|`, `$`,
+    /// backquote, parentheses, redirections, a newline) the glob does not
+    /// hold itself is never allowed by it.
+    pub fn allows(&self, tool: &str, command: Option<&str>) -> bool {
+        if self.tool != tool {
+            return false;
+        }
+        match (&self.command, command) {
+            (None, _) => true,
+            (Some(m), Some(c)) => {
+                !c.chars()
+                    .any(|ch| SHELL_SPECIALS.contains(&ch) && !self.pattern.contains(ch))
+                    && m.is_match(c)
+            }
+            (Some(_), None) => false,
+        }
+    }
+}
+
+/// `--approve` and `[approvals]`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ApprovalSettings {
+    pub mode: ApproveMode,
+    pub allow: Vec<AllowRule>,
+}
+
 /// What a hook that fails (crash, timeout, garbage) means for a pre hook.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
@@ -219,6 +315,10 @@ pub struct HookSettings {
 /// How one run runs: everything but its identity (run id, task) and the
 /// tool set derived from it.
 #[derive(Debug, Clone, PartialEq)]
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "independent settings, each its own flag and config key"
+)]
 pub struct RunConfig {
     pub model: ModelSettings,
     /// The workspace the tools act in (absolute).
@@ -241,6 +341,10 @@ pub struct RunConfig {
     /// The container environment's engine and image (`host`: the host's
     /// root file system under a throw-away overlay).
     pub container: ContainerSettings,
+    /// Which calls are asked about first (`--approve`, `[approvals]`).
+    pub approvals: ApprovalSettings,
+    /// An interactive chat (`tinyagent chat`).
+    pub chat: bool,
 }
 
 /// `env.engine` and `env.image`.
@@ -364,6 +468,13 @@ impl RunConfig {
                 engine: s.engine,
                 image: s.image.clone().unwrap_or_else(|| HOST_IMAGE.to_string()),
             },
+            // The rules come from the local config only (a log's word
+            // never widens what runs unasked); resume sets them.
+            approvals: ApprovalSettings {
+                mode: s.approve.unwrap_or_default(),
+                allow: Vec::new(),
+            },
+            chat: s.chat,
         };
         config.validate()?;
         Ok(config)
@@ -414,6 +525,8 @@ impl RunConfig {
             retry_base_ms: Some(u64::try_from(m.retry_base.as_millis()).unwrap_or(u64::MAX)),
             request_timeout_s: Some(m.request_timeout.as_secs()),
             instructions: Vec::new(),
+            chat: self.chat,
+            approve: (self.approvals.mode != ApproveMode::Never).then_some(self.approvals.mode),
         }
     }
 }

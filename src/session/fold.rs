@@ -2,8 +2,8 @@
 //! derived from state: what the model is sent and how big that is.
 
 use super::{
-    CheckpointDue, CheckpointMark, CompactionMark, PendingCall, Plan, PlanRevision, PlanUpdateDue,
-    ProcessExit, ProcessInfo, State,
+    ApprovalMark, CheckpointDue, CheckpointMark, CompactionMark, PendingCall, Plan, PlanRevision,
+    PlanUpdateDue, ProcessExit, ProcessInfo, State,
 };
 use super::{Status, plan};
 use crate::event::{Event, Message, Role};
@@ -25,7 +25,13 @@ impl State {
         self.plan_update_due = None;
         match event {
             Event::RunStarted(r) => {
-                let start = vec![Message::system(&r.system_prompt), Message::user(&r.task)];
+                let mut start = vec![Message::system(&r.system_prompt)];
+                // A chat starts with no task: its first message is a
+                // `user.message`, and the run waits for it.
+                if !(r.settings.chat && r.task.is_empty()) {
+                    start.push(Message::user(&r.task));
+                }
+                self.chat_waiting = r.settings.chat && r.task.is_empty();
                 self.messages = if self.keep_history {
                     start.clone()
                 } else {
@@ -59,6 +65,7 @@ impl State {
                         step: r.step,
                         started: false,
                         process: None,
+                        approval: None,
                     })
                     .collect();
             }
@@ -174,6 +181,7 @@ impl State {
                 if let Some(text) = &r.message {
                     // The person spoke: malformed calls start counting anew.
                     self.format_errors = 0;
+                    self.chat_waiting = false;
                     let msg = Message::user(text);
                     self.remember(&msg);
                     self.view.push(msg);
@@ -185,6 +193,41 @@ impl State {
             Event::RunFinished(f) => {
                 self.status = Status::Finished(f.status);
                 self.finished_reason.clone_from(&f.reason);
+            }
+            Event::UserMessage(m) => {
+                self.format_errors = 0;
+                self.chat_waiting = false;
+                let msg = Message::user(&m.content);
+                self.remember(&msg);
+                self.view.push(msg);
+            }
+            Event::ChatWaiting(w) => {
+                self.chat_waiting = true;
+                if let Some(sig) = &w.interrupted {
+                    let msg = Message::user(crate::event::chat_interrupted_text(sig));
+                    self.remember(&msg);
+                    self.view.push(msg);
+                }
+            }
+            Event::ApprovalRequested(a) => {
+                if let Some(call) = self.pending.iter_mut().find(|c| c.id == a.call_id) {
+                    call.approval = Some(ApprovalMark::Requested {
+                        tool: a.tool.clone(),
+                        preview: a.preview.clone(),
+                    });
+                }
+            }
+            Event::ApprovalDecided(d) => {
+                if let Some(call) = self.pending.iter_mut().find(|c| c.id == d.call_id) {
+                    call.approval = Some(ApprovalMark::Decided {
+                        decision: d.decision,
+                        by: d.by.clone(),
+                        reason: d.reason.clone(),
+                    });
+                }
+                if d.always && d.decision == crate::event::Decision::Allow && !d.tool.is_empty() {
+                    self.always_allowed.insert(d.tool.clone());
+                }
             }
             Event::WorkspaceCheckpoint(c) => {
                 self.checkpoint_due = None;

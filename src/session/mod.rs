@@ -34,6 +34,33 @@ pub struct PendingCall {
     /// The process group a foreground command of the call ran in.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub process: Option<crate::event::CallProcess>,
+    /// Where the call stands with the person's approval (`None`: it was
+    /// never asked about).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ApprovalMark>,
+}
+
+/// A pending call's approval: asked (waiting for the answer), or decided.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalMark {
+    Requested {
+        tool: String,
+        preview: String,
+    },
+    Decided {
+        decision: crate::event::Decision,
+        by: String,
+        reason: Option<String>,
+    },
+}
+
+impl PendingCall {
+    /// The call waits for the person's answer (`approval.requested`, no
+    /// `approval.decided` yet).
+    pub fn awaiting_approval(&self) -> bool {
+        matches!(self.approval, Some(ApprovalMark::Requested { .. }))
+    }
 }
 
 /// The current plan.
@@ -175,6 +202,24 @@ pub struct State {
     /// export, fork).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub checkpoints: Vec<CheckpointMark>,
+    /// Tools the person allowed for the rest of the run ("always").
+    #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
+    pub always_allowed: std::collections::BTreeSet<String>,
+    /// A chat waits at its prompt for the person's next message.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub chat_waiting: bool,
+}
+
+impl State {
+    /// The pending call waiting for the person's answer, if any.
+    pub fn awaiting_approval(&self) -> Option<&PendingCall> {
+        self.pending.iter().find(|c| c.awaiting_approval())
+    }
+
+    /// Whether the run is a chat (`tinyagent chat`).
+    pub fn is_chat(&self) -> bool {
+        self.run.as_ref().is_some_and(|r| r.settings.chat)
+    }
 }
 
 /// A request's body length and the prompt tokens the server counted for it.
@@ -279,6 +324,8 @@ impl Default for State {
             last_checkpoint: None,
             checkpoint_due: None,
             checkpoints: Vec::new(),
+            always_allowed: std::collections::BTreeSet::new(),
+            chat_waiting: false,
         }
     }
 }

@@ -51,6 +51,7 @@ fn a_step_with_two_calls() {
                 step: 1,
                 started: true,
                 process: None,
+                approval: None,
             },
             PendingCall {
                 id: "c2".into(),
@@ -58,6 +59,7 @@ fn a_step_with_two_calls() {
                 step: 1,
                 started: false,
                 process: None,
+                approval: None,
             },
         ]
     );

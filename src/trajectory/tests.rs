@@ -115,6 +115,7 @@ fn v2_fixture_imports_plan_processes_compaction_and_pending_call() {
             step: 4,
             started: true,
             process: None,
+            approval: None,
         }]
     );
     assert_eq!(
@@ -249,6 +250,7 @@ fn unanswered_calls_stay_pending_and_count_as_started_in_v1() {
             step: 2,
             started: true,
             process: None,
+            approval: None,
         }]
     );
     assert_eq!(s.saved_step, 1);

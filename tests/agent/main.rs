@@ -9,6 +9,8 @@
 mod support;
 
 mod agent_e2e;
+mod approvals;
+mod chat;
 mod checkpoints;
 mod cli_surface;
 mod compaction_e2e;

@@ -118,6 +118,10 @@ fn required(kind: &str) -> &'static [&'static str] {
         "resume" => &["interrupted", "lost_processes", "notice"],
         "run.finished" => &["status"],
         "workspace.checkpoint" => &["step", "call_id", "tree", "changed"],
+        "user.message" => &["step", "content", "source"],
+        "chat.waiting" => &["step"],
+        "approval.requested" => &["step", "call_id"],
+        "approval.decided" => &["step", "call_id", "decision", "by", "reason"],
         _ => &[],
     }
 }
@@ -290,8 +294,9 @@ pub fn check_write_order(recs: &[Rec]) {
                 if !started.iter().any(|(s, _)| *s == id) && !synthesized {
                     // Only a hook-blocked call has a real result without tool.started.
                     assert!(
-                        recs.iter()
-                            .any(|h| h.kind == "hook.blocked" && h.data["call_id"] == id.as_str())
+                        recs.iter().any(|h| (h.kind == "hook.blocked"
+                            || (h.kind == "approval.decided" && h.data["decision"] == "deny"))
+                            && h.data["call_id"] == id.as_str())
                             || r.data.get("rerun").is_some(),
                         "seq {}: result for {id} without tool.started",
                         r.seq
@@ -352,6 +357,87 @@ pub fn check_write_order(recs: &[Rec]) {
             _ => {}
         }
     }
+}
+
+/// What [`check_approvals`] counted.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct ApprovalCounts {
+    pub requested: usize,
+    pub allowed: usize,
+    pub denied: usize,
+    /// Mutating calls that started.
+    pub started: usize,
+}
+
+/// The approval rules of section 12 on a validated log of a run with
+/// approvals on: every mutating call that starts has an `allow` decision
+/// before its `tool.started`; a call is decided at most once and never
+/// asked again after its decision; a denied call never starts.
+pub fn check_approvals(recs: &[Rec]) -> ApprovalCounts {
+    use std::collections::HashMap;
+    // MCP tools not marked read-only are mutating too (section 13).
+    let mcp_mutating: Vec<String> = recs
+        .first()
+        .and_then(|r| r.data["mcp_tools"].as_array())
+        .map(|tools| {
+            tools
+                .iter()
+                .filter(|t| t["effect"] == "mutating")
+                .filter_map(|t| t["name"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mutating = |n: &str| {
+        matches!(n, "bash" | "write" | "edit" | "process") || mcp_mutating.iter().any(|m| m == n)
+    };
+    let mut decided: HashMap<(u64, String), String> = HashMap::new();
+    let mut counts = ApprovalCounts::default();
+    let key = |r: &Rec| {
+        (
+            r.data["step"].as_u64().unwrap_or(0),
+            r.data["call_id"].as_str().unwrap_or("").to_string(),
+        )
+    };
+    for r in recs {
+        match r.kind.as_str() {
+            "approval.requested" => {
+                counts.requested += 1;
+                assert!(
+                    !decided.contains_key(&key(r)),
+                    "seq {}: {:?} asked again after its decision",
+                    r.seq,
+                    key(r)
+                );
+            }
+            "approval.decided" => {
+                let d = r.data["decision"].as_str().unwrap_or("").to_string();
+                assert!(d == "allow" || d == "deny", "seq {}: decision {d:?}", r.seq);
+                if d == "allow" {
+                    counts.allowed += 1;
+                } else {
+                    counts.denied += 1;
+                }
+                assert!(
+                    decided.insert(key(r), d).is_none(),
+                    "seq {}: {:?} decided twice",
+                    r.seq,
+                    key(r)
+                );
+            }
+            "tool.started" if mutating(r.data["name"].as_str().unwrap_or("")) => {
+                counts.started += 1;
+                assert_eq!(
+                    decided.get(&key(r)).map(String::as_str),
+                    Some("allow"),
+                    "seq {}: {:?} started without an allow decision",
+                    r.seq,
+                    key(r)
+                );
+            }
+            _ => {}
+        }
+    }
+    counts
 }
 
 /// Every acknowledged record is line `seq` of the log, complete, crc-valid

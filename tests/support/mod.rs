@@ -20,6 +20,7 @@ pub mod contract;
 pub mod e2e;
 pub mod mock;
 pub mod plan;
+pub mod pty;
 pub mod require;
 pub mod s3;
 pub mod tools;

@@ -13,6 +13,7 @@ mod checkpoint_kill;
 mod store_open;
 mod store_snapshot;
 mod sync_points;
+mod torture_approvals;
 mod torture_container;
 mod torture_faults;
 mod torture_input;

@@ -99,6 +99,9 @@ fn header(r: &Report, out: &mut dyn Write) -> io::Result<()> {
         status.push_str(", read-only");
     }
     row(out, "status", &status)?;
+    if let Some(w) = &r.waiting {
+        row(out, "waiting for", &w.line(&r.path))?;
+    }
     if let Some(ws) = &r.workspace {
         row(out, "workspace", ws)?;
     }
@@ -211,16 +214,34 @@ fn pending(r: &Report, out: &mut dyn Write) -> io::Result<()> {
     writeln!(out, "\npending calls ({})", r.pending_calls.len())?;
     let w = width("ID", r.pending_calls.iter().map(|c| c.id.as_str()));
     let n = width("NAME", r.pending_calls.iter().map(|c| c.name.as_str()));
+    // The approval column only for a run that asked about a call.
+    let asked = r.pending_calls.iter().any(|c| c.approval.is_some());
     writeln!(
         out,
-        "  {:<w$}  {:<n$}  {:>5}  STARTED",
-        "ID", "NAME", "STEP"
+        "  {:<w$}  {:<n$}  {:>5}  STARTED{}",
+        "ID",
+        "NAME",
+        "STEP",
+        if asked { "  APPROVAL" } else { "" }
     )?;
     for c in &r.pending_calls {
         let started = if c.started { "yes" } else { "no" };
+        let approval = match &c.approval {
+            _ if !asked => String::new(),
+            None => "  -".to_string(),
+            Some(crate::session::ApprovalMark::Requested { .. }) => "  waiting".to_string(),
+            Some(crate::session::ApprovalMark::Decided { decision, by, .. }) => {
+                format!("  {} by {by}", decision.as_str())
+            }
+        };
+        let started = if asked {
+            format!("{started:<7}")
+        } else {
+            started.to_string()
+        };
         writeln!(
             out,
-            "  {:<w$}  {:<n$}  {:>5}  {started}",
+            "  {:<w$}  {:<n$}  {:>5}  {started}{approval}",
             c.id, c.name, c.step
         )?;
     }

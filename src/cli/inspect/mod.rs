@@ -209,6 +209,66 @@ pub struct Report {
     pub container: Option<ContainerJson>,
     /// How long the steps took (null before the first step is saved).
     pub step_times: Option<StepTimesJson>,
+    /// What the run waits for from the person: an approval (with the
+    /// call), or a chat's next message. Null otherwise.
+    pub waiting: Option<WaitingJson>,
+}
+
+/// What a run waits for from the person.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WaitingJson {
+    /// `approval` or `message` (a chat at its prompt).
+    #[serde(rename = "for")]
+    pub what: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preview: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step: Option<u64>,
+}
+
+impl WaitingJson {
+    /// What `state` waits for, if anything.
+    pub fn of(state: &State) -> Option<WaitingJson> {
+        if let Some(call) = state.awaiting_approval() {
+            let (tool, preview) = match &call.approval {
+                Some(crate::session::ApprovalMark::Requested { tool, preview }) => {
+                    (tool.clone(), preview.clone())
+                }
+                _ => (call.name.clone(), String::new()),
+            };
+            return Some(WaitingJson {
+                what: "approval",
+                call_id: Some(call.id.clone()),
+                tool: Some(tool),
+                preview: Some(preview),
+                step: Some(call.step),
+            });
+        }
+        (state.chat_waiting && state.status == crate::session::Status::Running).then_some(
+            WaitingJson {
+                what: "message",
+                call_id: None,
+                tool: None,
+                preview: None,
+                step: None,
+            },
+        )
+    }
+
+    /// One line for the person.
+    pub fn line(&self, wal: &str) -> String {
+        match (self.what, &self.call_id) {
+            ("approval", Some(id)) => format!(
+                "approval of {id} ({}): answer with `tinyagent approve {wal} {id}` (or --deny --reason TEXT)",
+                crate::text::first_line(self.preview.as_deref().unwrap_or(""), 100)
+            ),
+            _ => "the person's next message (a chat at its prompt)".to_string(),
+        }
+    }
 }
 
 /// Step durations: from the end of the step before (or the start, or a
@@ -381,13 +441,20 @@ impl tinyagent_store::Fold<Event> for Summary {
         self.state.apply(record);
         // The full history's length, as `State::apply` would grow it.
         match record {
-            Event::RunStarted(_) => self.messages = 2,
+            Event::RunStarted(r) => {
+                self.messages = if r.settings.chat && r.task.is_empty() {
+                    1
+                } else {
+                    2
+                };
+            }
             Event::ModelResponse(r) => {
                 self.messages += 1;
                 self.context_tokens = r.context_tokens;
             }
-            Event::ToolResult(_) => self.messages += 1,
+            Event::ToolResult(_) | Event::UserMessage(_) => self.messages += 1,
             Event::Resume(r) => self.messages += 1 + usize::from(r.message.is_some()),
+            Event::ChatWaiting(w) => self.messages += usize::from(w.interrupted.is_some()),
             Event::PlanUpdated(_) => self.plan_versions += 1,
             Event::WorkspaceCheckpoint(_) => {
                 if let Some(mark) = &self.state.last_checkpoint {
@@ -483,6 +550,7 @@ impl Report {
             duration_s: None,
             live: false,
             step_times: None,
+            waiting: WaitingJson::of(state),
             checkpoints: CheckpointsJson {
                 count: summary.checkpoint_count,
                 store: crate::checkpoint::store_dir(path).display().to_string(),
