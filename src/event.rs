@@ -214,6 +214,9 @@ pub struct RunSettings {
     /// git root down to the workspace.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub instructions: Vec<String>,
+    /// `[checkpoints] watch = true` (left out when off).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub checkpoint_watch: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -616,6 +619,11 @@ pub struct WorkspaceCheckpoint {
     /// Files over the size cap: named with their size and hash, not stored.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub oversized: Vec<crate::checkpoint::Oversized>,
+    /// With `[checkpoints] watch = true`: `watch` when only the paths the
+    /// watch reported were looked at, else `full: <why>` (the workspace
+    /// was walked). Left out when the watch is off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub walk: Option<String>,
 }
 
 /// One log record's payload.

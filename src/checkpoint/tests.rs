@@ -544,7 +544,7 @@ fn the_watch_gives_the_trees_a_full_walk_and_git_give_through_random_changes() {
     let mut rng = fastrand::Rng::with_seed(seed);
     let mut prev = first.tree;
     let mut n = 0;
-    let mut by_watch = 0;
+    let (mut by_watch, mut by_rules, mut rules_written) = (0, 0, 0);
     for round in 0..80 {
         let mut ignore_changed = false;
         for _ in 0..rng.usize(1..4) {
@@ -566,16 +566,23 @@ fn the_watch_gives_the_trees_a_full_walk_and_git_give_through_random_changes() {
             "{ctx}"
         );
         assert_eq!(w.oversized, f.oversized, "{ctx}");
-        // A directory deleted with its `.gitignore` changes rules too.
+        // A directory deleted with its `.gitignore` changes rules too; one
+        // written in an ignored directory changes nothing (and is not
+        // watched).
         match w.walk.as_deref() {
-            Some("watch") if !ignore_changed => by_watch += 1,
-            Some("full: an ignore file changed") => {}
+            Some("watch") => by_watch += 1,
+            Some("full: an ignore file changed") => by_rules += 1,
             other => panic!("{other:?} (ignore file written: {ignore_changed}), {ctx}"),
         }
+        rules_written += u32::from(ignore_changed);
         assert!(watched.watching(), "{ctx}");
         assert_eq!(f.walk, None);
         prev = w.tree;
     }
     assert!(by_watch > 40, "{by_watch} of 80 checkpoints used the watch");
+    assert!(
+        rules_written == 0 || by_rules > 0,
+        "ignore files were written {rules_written} times, never a full walk"
+    );
     assert_eq!(watched.take_warning(), None);
 }

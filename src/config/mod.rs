@@ -218,6 +218,8 @@ pub struct HookSettings {
 
 /// How one run runs: everything but its identity (run id, task) and the
 /// tool set derived from it.
+// Independent switches, each a setting of its own.
+#[allow(clippy::struct_excessive_bools)]
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunConfig {
     pub model: ModelSettings,
@@ -241,6 +243,9 @@ pub struct RunConfig {
     /// The container environment's engine and image (`host`: the host's
     /// root file system under a throw-away overlay).
     pub container: ContainerSettings,
+    /// `[checkpoints] watch`: checkpoints look only at what inotify
+    /// reported (off: every checkpoint walks the workspace).
+    pub checkpoint_watch: bool,
 }
 
 /// `env.engine` and `env.image`.
@@ -364,6 +369,7 @@ impl RunConfig {
                 engine: s.engine,
                 image: s.image.clone().unwrap_or_else(|| HOST_IMAGE.to_string()),
             },
+            checkpoint_watch: s.checkpoint_watch,
         };
         config.validate()?;
         Ok(config)
@@ -414,6 +420,7 @@ impl RunConfig {
             retry_base_ms: Some(u64::try_from(m.retry_base.as_millis()).unwrap_or(u64::MAX)),
             request_timeout_s: Some(m.request_timeout.as_secs()),
             instructions: Vec::new(),
+            checkpoint_watch: self.checkpoint_watch,
         }
     }
 }
