@@ -586,3 +586,54 @@ fn the_watch_gives_the_trees_a_full_walk_and_git_give_through_random_changes() {
     );
     assert_eq!(watched.take_warning(), None);
 }
+
+#[test]
+fn an_overflowed_watch_queue_means_a_full_walk_a_warning_and_a_new_watch() {
+    if !git_ok() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    awkward_workspace(&ws);
+    let mut cp = Checkpointer::new(&dir.path().join("r.wal"), &ws, Protected::none());
+    cp.set_watch(true);
+    let first = cp.take(None).unwrap();
+    assert!(cp.watching());
+    // More events than the kernel queues (fs.inotify.max_queued_events,
+    // 16384 by default): two files touched in turn, so none merge.
+    let limit: usize = std::fs::read_to_string("/proc/sys/fs/inotify/max_queued_events")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(16384);
+    let (a, b) = (
+        std::fs::File::open(ws.join("a.txt")).unwrap(),
+        std::fs::File::open(ws.join("a/b")).unwrap(),
+    );
+    let t0 = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
+    for i in 0..=limit / 2 + 8 {
+        let t = t0 + std::time::Duration::from_secs(i as u64);
+        a.set_modified(t).unwrap();
+        b.set_modified(t).unwrap();
+    }
+    // A change among the lost events.
+    std::fs::write(ws.join("a/deep/er/x"), "changed under the flood\n").unwrap();
+    let t = cp.take(Some(&first.tree)).unwrap();
+    assert_eq!(
+        t.walk.as_deref(),
+        Some("full: the inotify event queue overflowed")
+    );
+    assert_eq!(t.changed, ["a/deep/er/x"]);
+    std::fs::remove_file(dir.path().join("other.index")).ok();
+    assert_eq!(t.tree, git_write_tree(dir.path(), &ws));
+    let warning = cp.take_warning().expect("a warning");
+    assert!(warning.contains("overflowed"), "{warning}");
+    // A new watch: the next change is found through it.
+    assert!(cp.watching());
+    std::fs::write(ws.join("z/new"), "after\n").unwrap();
+    let t2 = cp.take(Some(&t.tree)).unwrap();
+    assert_eq!(t2.walk.as_deref(), Some("watch"));
+    assert_eq!(t2.changed, ["z/new"]);
+    std::fs::remove_file(dir.path().join("other.index")).ok();
+    assert_eq!(t2.tree, git_write_tree(dir.path(), &ws));
+}
