@@ -235,7 +235,7 @@ impl Checkpointer {
         if !self.warned {
             self.warned = true;
             self.warning = Some(format!(
-                "checkpoints: the file-system watch is not used ({why}); the whole workspace is walked"
+                "checkpoints: the file-system watch could not be trusted ({why}); the whole workspace was walked"
             ));
         }
     }
@@ -363,8 +363,18 @@ impl Checkpointer {
             None => self.load_state(),
         };
         // On failure the state is dropped (it may name objects that were
-        // not written) and loaded again next time.
-        let taken = self.take_with(&mut state, prev)?;
+        // not written) and loaded again next time; the events the watch
+        // gave were drained for that state, so a watch is set up again by
+        // the next checkpoint's walk.
+        let taken = match self.take_with(&mut state, prev) {
+            Ok(t) => t,
+            Err(e) => {
+                if matches!(self.watch, WatchMode::On(_)) {
+                    self.watch = WatchMode::Wanted;
+                }
+                return Err(e);
+            }
+        };
         self.state = Some(state);
         Ok(taken)
     }
