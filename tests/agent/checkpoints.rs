@@ -651,6 +651,13 @@ fn with_the_watch_on_every_checkpoint_is_the_tree_a_full_walk_gives() {
     ));
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let wal = sb.wal();
+    // Recorded, so a resume keeps watching.
+    let started = contract::read(&wal).into_iter().next().unwrap();
+    assert_eq!(
+        started.data["settings"]["checkpoint_watch"], true,
+        "{:#?}",
+        started.data
+    );
     let cps = checkpoints(&wal);
     assert_eq!(cps.len(), WATCHED.len() + 1, "{cps:#?}");
     let walk = |i: usize| cps[i]["walk"].as_str().unwrap_or("").to_string();
