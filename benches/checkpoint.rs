@@ -6,6 +6,9 @@
 //!   `checkpoint/fdatasync_4k`: one 4 KiB append and fdatasync on the same
 //!   file system, measured in the same run. The ratio of their medians is
 //!   printed after the group (goal: at most 5).
+//! - `checkpoint/one_changed_watched_of_<n>`: the same with `[checkpoints]
+//!   watch = true` (inotify names the changed file; nothing else is looked
+//!   at), with its ratio to the fdatasync printed too.
 //! - `store growth` (printed, not criterion): a 5 MB file left unchanged
 //!   while a small file changes, over 100 checkpoints: how much the store
 //!   grows (goal: the big file stored once).
@@ -106,12 +109,24 @@ fn checkpoint_cost(c: &mut Criterion, sizes: &Sizes, root: &Path) {
     let mut cp = Checkpointer::new(&wal, &ws, Protected::none());
     let mut prev = cp.take(None).expect("first checkpoint").tree;
     let target = ws.join("d000/f000.rs");
-    let mut n = 0u64;
-    let mut one = |cp: &mut Checkpointer, prev: &mut String| {
-        n += 1;
-        std::fs::write(&target, format!("// changed {n}\n")).expect("change");
+    // The same workspace checkpointed with the watch on, into its own store.
+    let mut watched = Checkpointer::new(&root.join("watched.wal"), &ws, Protected::none());
+    watched.set_watch(true);
+    let mut wprev = watched.take(None).expect("first watched checkpoint").tree;
+    assert!(watched.watching(), "{:?}", watched.take_warning());
+    // Both change the same file, so each sees one change since its last.
+    let n = std::cell::Cell::new(0u64);
+    let one = |cp: &mut Checkpointer, prev: &mut String| {
+        n.set(n.get() + 1);
+        std::fs::write(&target, format!("// changed {}\n", n.get())).expect("change");
         let t = cp.take(Some(prev)).expect("checkpoint");
         assert_eq!(t.changed_count, 1, "{:?}", t.changed);
+        assert_ne!(
+            t.walk.as_deref().map(|w| w.starts_with("full")),
+            Some(true),
+            "{:?}",
+            t.walk
+        );
         *prev = t.tree;
     };
     let log = root.join("sync.bin");
@@ -136,6 +151,9 @@ fn checkpoint_cost(c: &mut Criterion, sizes: &Sizes, root: &Path) {
     group.bench_function(BenchmarkId::new("one_changed_of", files), |b| {
         b.iter(|| one(&mut cp, &mut prev));
     });
+    group.bench_function(BenchmarkId::new("one_changed_watched_of", files), |b| {
+        b.iter(|| one(&mut watched, &mut wprev));
+    });
     group.bench_function("fdatasync_4k", |b| b.iter(|| sync(&mut f)));
     group.bench_function(BenchmarkId::new("walk_and_lstat_of", files), |b| {
         b.iter(walk_only);
@@ -143,10 +161,14 @@ fn checkpoint_cost(c: &mut Criterion, sizes: &Sizes, root: &Path) {
     group.finish();
     // The ratio from interleaved samples of both (the same noise for each).
     let (mut cps, mut syncs, mut walks) = (Vec::new(), Vec::new(), Vec::new());
+    let mut wcps = Vec::new();
     for _ in 0..sizes.ratio_samples {
         let t = Instant::now();
         one(&mut cp, &mut prev);
         cps.push(t.elapsed().as_secs_f64() * 1e6);
+        let t = Instant::now();
+        one(&mut watched, &mut wprev);
+        wcps.push(t.elapsed().as_secs_f64() * 1e6);
         let t = Instant::now();
         sync(&mut f);
         syncs.push(t.elapsed().as_secs_f64() * 1e6);
@@ -157,6 +179,12 @@ fn checkpoint_cost(c: &mut Criterion, sizes: &Sizes, root: &Path) {
     let rest: Vec<f64> = cps.iter().zip(&walks).map(|(c, w)| c - w).collect();
     let (a, b, w) = (summarize(&cps), summarize(&syncs), summarize(&walks));
     let r = summarize(&rest);
+    let wa = summarize(&wcps);
+    assert!(
+        watched.watching(),
+        "the watch was lost: {:?}",
+        watched.take_warning()
+    );
     println!(
         "checkpoint of {files} files, one changed: median {:.0} us (p90 {:.0}); one 4 KiB fdatasync: median {:.0} us (p90 {:.0}); ratio of medians {:.2} (goal <= 5); the walk and lstat alone: median {:.0} us (p90 {:.0}), {:.2} fdatasyncs",
         a.median_us,
@@ -167,6 +195,13 @@ fn checkpoint_cost(c: &mut Criterion, sizes: &Sizes, root: &Path) {
         w.median_us,
         w.p90_us,
         w.median_us / b.median_us.max(1e-9)
+    );
+    println!(
+        "with the watch on ([checkpoints] watch = true): checkpoint of {files} files, one changed: median {:.0} us (p90 {:.0}); ratio to the fdatasync's median {:.2} (goal <= 5); {:.1}x faster than the walk's checkpoint",
+        wa.median_us,
+        wa.p90_us,
+        wa.median_us / b.median_us.max(1e-9),
+        a.median_us / wa.median_us.max(1e-9)
     );
     println!(
         "the rest (each checkpoint less the walk sampled next to it): median {:.0} us, {:.2} fdatasyncs",

@@ -153,6 +153,10 @@ impl Default for Limits {
 /// contract's required `run.started` members. Never holds a secret: only the
 /// *name* of the environment variable that holds the API key.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "recorded settings, each its own flag and config key"
+)]
 pub struct RunSettings {
     #[serde(default)]
     pub api_key_env: Option<String>,
@@ -222,6 +226,9 @@ pub struct RunSettings {
     /// about first (section 12). Absent: never asked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approve: Option<crate::config::ApproveMode>,
+    /// `[checkpoints] watch = true` (left out when off).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub checkpoint_watch: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -638,6 +645,11 @@ pub struct WorkspaceCheckpoint {
     /// Files over the size cap: named with their size and hash, not stored.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub oversized: Vec<crate::checkpoint::Oversized>,
+    /// With `[checkpoints] watch = true`: `watch` when only the paths the
+    /// watch reported were looked at, else `full: <why>` (the workspace
+    /// was walked). Left out when the watch is off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub walk: Option<String>,
 }
 
 /// A message the person added to the conversation.

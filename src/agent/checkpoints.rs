@@ -87,6 +87,9 @@ impl Agent {
             }
         };
         self.timing.checkpoints += started.elapsed();
+        if let Some(w) = cp.take_warning() {
+            self.out.warn(&w);
+        }
         if !always && prev.as_deref() == Some(taken.tree.as_str()) {
             return Ok(());
         }
@@ -104,6 +107,7 @@ impl Agent {
             changed_count: taken.changed_count,
             files: taken.files,
             oversized: taken.oversized,
+            walk: taken.walk,
         }))
     }
 }

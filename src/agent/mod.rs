@@ -144,11 +144,15 @@ impl Agent {
             tinyagent_store::fsutil::clean_atomic_temps(mirror);
         }
         let checkpoints = match crate::checkpoint::check_version() {
-            Ok(()) => Some(crate::checkpoint::Checkpointer::new(
-                parts.store.path(),
-                &parts.config.workspace,
-                parts.protected.clone(),
-            )),
+            Ok(()) => {
+                let mut cp = crate::checkpoint::Checkpointer::new(
+                    parts.store.path(),
+                    &parts.config.workspace,
+                    parts.protected.clone(),
+                );
+                cp.set_watch(parts.config.checkpoint_watch);
+                Some(cp)
+            }
             Err(e) => {
                 parts
                     .out

@@ -119,6 +119,58 @@ impl Dir {
         }
     }
 
+    /// [`Dir::sweep`] of one path only: the file at `path` and everything
+    /// under the directory at `path`, when the scan `seen` did not see
+    /// them (the other entries are left as they are). Gives whether
+    /// anything was removed.
+    pub fn sweep_at(&mut self, path: &[u8], seen: u64, removed: &mut Vec<Vec<u8>>) -> bool {
+        let (dirs, name) = split(path);
+        let comps: Vec<&[u8]> = dirs.collect();
+        self.sweep_down(&comps, name, path, seen, removed)
+    }
+
+    fn sweep_down(
+        &mut self,
+        comps: &[&[u8]],
+        name: &[u8],
+        path: &[u8],
+        seen: u64,
+        removed: &mut Vec<Vec<u8>>,
+    ) -> bool {
+        let changed = if let Some((first, rest)) = comps.split_first() {
+            let Some(sub) = self.dirs.get_mut(*first) else {
+                return false;
+            };
+            let changed = sub.sweep_down(rest, name, path, seen, removed);
+            if sub.is_empty() {
+                self.dirs.remove(*first);
+            }
+            changed
+        } else {
+            let mut changed = false;
+            if self.files.get(name).is_some_and(|e| e.seen != seen) {
+                self.files.remove(name);
+                removed.push(path.to_vec());
+                changed = true;
+            }
+            if let Some(sub) = self.dirs.get_mut(name) {
+                let before = removed.len();
+                let mut prefix = path.to_vec();
+                prefix.push(b'/');
+                sub.sweep(&mut prefix, seen, removed);
+                changed |= removed.len() > before;
+                if sub.is_empty() {
+                    self.dirs.remove(name);
+                }
+            }
+            changed
+        };
+        if changed {
+            self.tree = None;
+        }
+        changed
+    }
+
     pub fn is_empty(&self) -> bool {
         self.files.is_empty() && self.dirs.is_empty()
     }

@@ -26,13 +26,14 @@ mod objects;
 pub mod restore;
 #[cfg(test)]
 mod tests;
+mod watch;
 
 pub use git::{Git, GitError, check_version};
 use index::StatKey;
 use objects::{Kind, Oid, PackWriter, hex, parse_hex};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -91,6 +92,10 @@ pub struct Taken {
     pub changed_count: u64,
     pub files: u64,
     pub oversized: Vec<Oversized>,
+    /// In watch mode, how the workspace was looked at: `watch` (only the
+    /// paths events named), else `full: <why>` (the whole tree was
+    /// walked). `None` when the watch is off.
+    pub walk: Option<String>,
 }
 
 /// Why a checkpoint could not be made.
@@ -114,6 +119,33 @@ pub struct Checkpointer {
     state: Option<State>,
     /// Scans made (each entry records the last that saw it).
     scans: u64,
+    /// The files over the cap as of the last checkpoint.
+    oversized_now: BTreeMap<Vec<u8>, Oversized>,
+    watch: WatchMode,
+    /// Checkpoints that walked the whole tree though the watch was wanted.
+    full_walks: u64,
+    /// A warning not yet given (the watch was lost), and whether one was.
+    warning: Option<String>,
+    warned: bool,
+}
+
+/// What a checkpoint's walk found: the files and links with their stat
+/// data, the scope they cover (`None`: the whole tree), and how they were
+/// found (for the record; `None` when the watch is off).
+type Looked = (
+    Vec<(Vec<u8>, std::fs::Metadata)>,
+    Option<watch::Scope>,
+    Option<String>,
+);
+
+/// The checkpointer's file-system watch (`[checkpoints] watch`).
+enum WatchMode {
+    Off,
+    /// Wanted: set up by the next checkpoint's (full) walk.
+    Wanted,
+    On(watch::Watch),
+    /// Given up (the reason was warned about): every checkpoint walks.
+    Lost,
 }
 
 /// What a checkpointer knows between checkpoints.
@@ -162,6 +194,156 @@ impl Checkpointer {
             oversized_cache: HashMap::new(),
             state: None,
             scans: 0,
+            oversized_now: BTreeMap::new(),
+            watch: WatchMode::Off,
+            full_walks: 0,
+            warning: None,
+            warned: false,
+        }
+    }
+
+    /// Turns the file-system watch on or off (off by default). With it on,
+    /// the next checkpoint walks the whole tree and watches every directory
+    /// it stores; later ones look only at the paths events named, until
+    /// something makes the watch untrustworthy (then they walk, and a
+    /// warning says why once: [`Checkpointer::take_warning`]).
+    pub fn set_watch(&mut self, on: bool) {
+        self.watch = if on {
+            WatchMode::Wanted
+        } else {
+            WatchMode::Off
+        };
+    }
+
+    /// The watch is on and trusted (set up by a checkpoint, not lost).
+    pub fn watching(&self) -> bool {
+        matches!(self.watch, WatchMode::On(_))
+    }
+
+    /// Checkpoints that walked the whole tree while the watch was wanted
+    /// (its first, and every fallback).
+    pub fn full_walks(&self) -> u64 {
+        self.full_walks
+    }
+
+    /// A warning about the watch to give the person (once per checkpointer).
+    pub fn take_warning(&mut self) -> Option<String> {
+        self.warning.take()
+    }
+
+    fn warn_once(&mut self, why: &str) {
+        if !self.warned {
+            self.warned = true;
+            self.warning = Some(format!(
+                "checkpoints: the file-system watch could not be trusted ({why}); the whole workspace was walked"
+            ));
+        }
+    }
+
+    /// The files and links to look at for a checkpoint, the scope they
+    /// cover (`None`: the whole tree), and how they were found (for the
+    /// record; `None` when the watch is off).
+    fn walk_for_checkpoint(&mut self) -> Looked {
+        let full = |ws: &Path, p: &crate::tools::protected::Protected, w: Option<&watch::Watch>| {
+            walk_scoped(ws, p, None, w)
+        };
+        match std::mem::replace(&mut self.watch, WatchMode::Off) {
+            WatchMode::Off => (full(&self.workspace, &self.protected, None), None, None),
+            WatchMode::Lost => {
+                self.watch = WatchMode::Lost;
+                self.full_walks += 1;
+                (
+                    full(&self.workspace, &self.protected, None),
+                    None,
+                    Some("full: the watch was lost".into()),
+                )
+            }
+            WatchMode::Wanted => self.set_up("the watch is set up"),
+            WatchMode::On(w) => {
+                let ws = self.workspace.clone();
+                let protected = &self.protected;
+                let keep = |rel: &[u8]| {
+                    !rel.ends_with(b"/.git")
+                        && rel != b".git"
+                        && !protected.covers(&ws.join(OsStrPath::of(rel)))
+                };
+                match w.drain(&keep) {
+                    Ok(scope) => {
+                        let paths = if scope.is_empty() {
+                            Vec::new()
+                        } else {
+                            walk_scoped(&self.workspace, &self.protected, Some(&scope), Some(&w))
+                        };
+                        // What this walk saw is right; a watch that could
+                        // not be added makes the next ones walk.
+                        if let Some(why) = w.broken() {
+                            self.warn_once(&why);
+                            self.watch = WatchMode::Lost;
+                        } else {
+                            self.watch = WatchMode::On(w);
+                        }
+                        (paths, Some(scope), Some("watch".into()))
+                    }
+                    Err(watch::Fallback::IgnoreRules) => {
+                        // The same watch; the walk adds watches to the
+                        // directories no longer ignored.
+                        self.full_walks += 1;
+                        let paths = full(&self.workspace, &self.protected, Some(&w));
+                        let note = format!("full: {}", watch::Fallback::IgnoreRules);
+                        if let Some(why) = w.broken() {
+                            self.warn_once(&why);
+                            self.watch = WatchMode::Lost;
+                        } else {
+                            self.watch = WatchMode::On(w);
+                        }
+                        (paths, None, Some(note))
+                    }
+                    Err(f @ (watch::Fallback::Overflow | watch::Fallback::Root)) => {
+                        // Events were lost: a new watch, set up by a walk.
+                        drop(w);
+                        self.warn_once(&format!("{f}; watching again"));
+                        self.warned = false; // a later loss is told too
+                        self.set_up(&f.to_string())
+                    }
+                    Err(watch::Fallback::Broken(why)) => {
+                        self.warn_once(&why);
+                        self.watch = WatchMode::Lost;
+                        self.full_walks += 1;
+                        (
+                            full(&self.workspace, &self.protected, None),
+                            None,
+                            Some(format!("full: {why}")),
+                        )
+                    }
+                }
+            }
+        }
+    }
+
+    /// A new watch, with the full walk that adds its watches.
+    fn set_up(&mut self, why: &str) -> Looked {
+        self.full_walks += 1;
+        match watch::Watch::new() {
+            Ok(w) => {
+                let paths = walk_scoped(&self.workspace, &self.protected, None, Some(&w));
+                if let Some(broken) = w.broken() {
+                    self.warn_once(&broken);
+                    self.watch = WatchMode::Lost;
+                    (paths, None, Some(format!("full: {broken}")))
+                } else {
+                    self.watch = WatchMode::On(w);
+                    (paths, None, Some(format!("full: {why}")))
+                }
+            }
+            Err(e) => {
+                self.warn_once(&e);
+                self.watch = WatchMode::Lost;
+                (
+                    walk_scoped(&self.workspace, &self.protected, None, None),
+                    None,
+                    Some(format!("full: {e}")),
+                )
+            }
         }
     }
 
@@ -181,8 +363,18 @@ impl Checkpointer {
             None => self.load_state(),
         };
         // On failure the state is dropped (it may name objects that were
-        // not written) and loaded again next time.
-        let taken = self.take_with(&mut state, prev)?;
+        // not written) and loaded again next time; the events the watch
+        // gave were drained for that state, so a watch is set up again by
+        // the next checkpoint's walk.
+        let taken = match self.take_with(&mut state, prev) {
+            Ok(t) => t,
+            Err(e) => {
+                if matches!(self.watch, WatchMode::On(_)) {
+                    self.watch = WatchMode::Wanted;
+                }
+                return Err(e);
+            }
+        };
         self.state = Some(state);
         Ok(taken)
     }
@@ -220,7 +412,10 @@ impl Checkpointer {
         let started = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
-        let paths = walk_with_stat(&self.workspace, &self.protected);
+        let (paths, scope, walk_note) = self.walk_for_checkpoint();
+        if scope.is_none() {
+            self.oversized_now.clear();
+        }
         if paths.len() >= MAX_FILES {
             return Err(CheckpointError::Io(format!(
                 "the workspace holds {MAX_FILES} files or more (not ignored): too many to checkpoint"
@@ -230,9 +425,17 @@ impl Checkpointer {
         let scan = self.scans;
         let mut pack: Option<PackWriter> = None;
         let mut changed: Vec<Vec<u8>> = Vec::new();
-        let mut oversized = Vec::new();
         let mut hashed = 0u64;
+        // The paths a scoped walk saw, each looked at again with what was
+        // under it.
+        let mut walked: Vec<Vec<u8>> = Vec::new();
+        if let Some(scope) = &scope {
+            self.oversized_now.retain(|k, _| !scope.within(k));
+        }
         for (rel, meta) in paths {
+            if scope.is_some() {
+                walked.push(rel.clone());
+            }
             let ft = meta.file_type();
             if !(ft.is_file() || ft.is_symlink()) {
                 continue;
@@ -240,7 +443,7 @@ impl Checkpointer {
             if ft.is_file() && meta.size() > self.max_file {
                 let full = self.workspace.join(OsStrPath::of(&rel));
                 if let Some(o) = self.oversized(&rel, &full, &meta) {
-                    oversized.push(o);
+                    self.oversized_now.insert(rel.clone(), o);
                 }
                 continue;
             }
@@ -292,7 +495,15 @@ impl Checkpointer {
                 }
             }
         }
-        state.root.sweep(&mut Vec::new(), scan, &mut changed);
+        match &scope {
+            None => state.root.sweep(&mut Vec::new(), scan, &mut changed),
+            Some(scope) => {
+                for p in scope.paths().chain(walked.iter().map(Vec::as_slice)) {
+                    state.root.sweep_at(p, scan, &mut changed);
+                }
+            }
+        }
+        let oversized: Vec<Oversized> = self.oversized_now.values().cloned().collect();
         let known = &mut state.known;
         let git_dir = &self.git.git_dir;
         let tree = state
@@ -350,6 +561,7 @@ impl Checkpointer {
             changed_count,
             files: count,
             oversized,
+            walk: walk_note,
         })
     }
 
@@ -439,8 +651,13 @@ fn libc_flags() -> i32 {
 /// The walk of a workspace: files and directories `.gitignore` and
 /// `.ignore` files do not exclude, never a `.git` directory, never the
 /// run's own files, links not followed.
-fn walker(workspace: &Path, protected: &crate::tools::protected::Protected) -> ignore::WalkBuilder {
+fn walker(
+    workspace: &Path,
+    protected: &crate::tools::protected::Protected,
+    scope: Option<std::sync::Arc<watch::Scope>>,
+) -> ignore::WalkBuilder {
     let protected = protected.clone();
+    let root = workspace.to_path_buf();
     let mut b = ignore::WalkBuilder::new(workspace);
     b.hidden(false)
         .parents(false)
@@ -450,7 +667,15 @@ fn walker(workspace: &Path, protected: &crate::tools::protected::Protected) -> i
         .git_exclude(false)
         .require_git(false)
         .follow_links(false)
-        .filter_entry(move |e| e.file_name() != ".git" && !protected.covers(e.path()));
+        .filter_entry(move |e| {
+            e.file_name() != ".git"
+                && !protected.covers(e.path())
+                && scope.as_ref().is_none_or(|s| {
+                    e.path()
+                        .strip_prefix(&root)
+                        .is_ok_and(|rel| s.admits(rel.as_os_str().as_bytes()))
+                })
+        });
     b
 }
 
@@ -470,9 +695,28 @@ pub fn walk_with_stat(
     workspace: &Path,
     protected: &crate::tools::protected::Protected,
 ) -> Vec<(Vec<u8>, std::fs::Metadata)> {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+    walk_scoped(workspace, protected, None, None)
+}
+
+/// [`walk_with_stat`] of only what `scope` covers (and the directories on
+/// the way to it), adding a watch to each directory it goes into (within
+/// the scope) before that directory is read.
+fn walk_scoped(
+    workspace: &Path,
+    protected: &crate::tools::protected::Protected,
+    scope: Option<&watch::Scope>,
+    watch: Option<&watch::Watch>,
+) -> Vec<(Vec<u8>, std::fs::Metadata)> {
+    let scope = scope.map(|s| std::sync::Arc::new(s.clone()));
+    // A few paths: one thread walks them faster than several start.
+    let threads = if scope.is_some() {
+        1
+    } else {
+        std::thread::available_parallelism().map_or(1, |n| n.get().min(4))
+    };
     let out = std::sync::Mutex::new(Vec::new());
-    walker(workspace, protected)
+    let in_scope = scope.clone();
+    walker(workspace, protected, scope)
         .threads(threads)
         .build_parallel()
         .run(|| {
@@ -481,6 +725,15 @@ pub fn walk_with_stat(
                 let Ok(entry) = entry else {
                     return WalkState::Continue;
                 };
+                if let Some(w) = watch
+                    && entry.file_type().is_some_and(|ft| ft.is_dir())
+                    && let Ok(rel) = entry.path().strip_prefix(workspace)
+                {
+                    let rel = rel.as_os_str().as_bytes();
+                    if in_scope.as_ref().is_none_or(|s| s.within(rel)) {
+                        w.add(entry.path(), rel);
+                    }
+                }
                 if !entry
                     .file_type()
                     .is_some_and(|ft| ft.is_file() || ft.is_symlink())

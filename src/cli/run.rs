@@ -186,6 +186,7 @@ pub fn resolve(args: &RunArgs, file: &Config) -> Result<RunConfig, CliError> {
                 .clone()
                 .unwrap_or_else(|| HOST_IMAGE.to_string()),
         },
+        checkpoint_watch: file.checkpoints.watch.unwrap_or(false),
     };
     let mut config = config;
     resolve_engine(&mut config)?;
@@ -508,6 +509,10 @@ fn starting_checkpoint(
                 changed_count: t.changed_count,
                 files: t.files,
                 oversized: t.oversized,
+                // Taken before the run's own checkpointer sets its watch up.
+                walk: config
+                    .checkpoint_watch
+                    .then(|| "full: the starting state".to_string()),
             },
         )),
         Err(e) => {

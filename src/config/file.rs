@@ -46,6 +46,8 @@ pub struct Config {
     pub replicate: ReplicateSection,
     #[serde(default)]
     pub approvals: ApprovalsSection,
+    #[serde(default)]
+    pub checkpoints: CheckpointsSection,
 }
 
 /// `[replicate]`: shipping the run to S3-compatible storage
@@ -137,6 +139,14 @@ pub struct LimitsSection {
 pub struct CompactionSection {
     pub threshold_tokens: Option<u64>,
     pub keep_recent: Option<usize>,
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckpointsSection {
+    /// Watch the workspace (inotify) instead of walking it at every
+    /// checkpoint (default off; see docs/design.md).
+    pub watch: Option<bool>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -522,6 +532,13 @@ enabled = false
     fn unknown_key_is_named() {
         let e = Config::parse("[limits]\nmax_step = 3\n").unwrap_err();
         assert!(e.contains("max_step"), "{e}");
+        let e = Config::parse("[checkpoints]\nwatch = true\nwatcher = true\n").unwrap_err();
+        assert!(e.contains("watcher"), "{e}");
+        let e = Config::parse("[checkpoints]\nwatch = \"yes\"\n").unwrap_err();
+        assert!(e.contains("watch"), "{e}");
+        let c = Config::parse("[checkpoints]\nwatch = true\n").unwrap();
+        assert_eq!(c.checkpoints.watch, Some(true));
+        assert_eq!(Config::parse("").unwrap().checkpoints.watch, None);
     }
 
     #[test]

@@ -345,6 +345,9 @@ pub struct RunConfig {
     pub approvals: ApprovalSettings,
     /// An interactive chat (`tinyagent chat`).
     pub chat: bool,
+    /// `[checkpoints] watch`: checkpoints look only at what inotify
+    /// reported (off: every checkpoint walks the workspace).
+    pub checkpoint_watch: bool,
 }
 
 /// `env.engine` and `env.image`.
@@ -475,6 +478,7 @@ impl RunConfig {
                 allow: Vec::new(),
             },
             chat: s.chat,
+            checkpoint_watch: s.checkpoint_watch,
         };
         config.validate()?;
         Ok(config)
@@ -527,6 +531,7 @@ impl RunConfig {
             instructions: Vec::new(),
             chat: self.chat,
             approve: (self.approvals.mode != ApproveMode::Never).then_some(self.approvals.mode),
+            checkpoint_watch: self.checkpoint_watch,
         }
     }
 }

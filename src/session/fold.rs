@@ -237,6 +237,7 @@ impl State {
                     tree: c.tree.clone(),
                     changed_count: c.changed_count.max(c.changed.len() as u64),
                     oversized: c.oversized.len() as u64,
+                    walk: c.walk.clone(),
                 };
                 if self.keep_history {
                     self.checkpoints.push(mark.clone());

@@ -238,6 +238,10 @@ pub struct CheckpointMark {
     pub changed_count: u64,
     #[serde(default)]
     pub oversized: u64,
+    /// How the workspace was looked at (`[checkpoints] watch` only):
+    /// `watch`, or `full: <why>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub walk: Option<String>,
 }
 
 /// A call whose checkpoint may be missing.

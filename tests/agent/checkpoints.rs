@@ -607,3 +607,103 @@ fn the_workspace_git_config_hooks_and_attributes_are_never_used() {
     // The workspace's .git is not touched (no index was written there).
     assert!(!ws.join(".git/index").exists());
 }
+
+/// The bash steps of the watched run: new directories, a directory renamed
+/// and then removed, a mode change, a link, an ignore rule added, ignored
+/// and protected writes, a same-size rewrite, a touch.
+const WATCHED: &[&str] = &[
+    "mkdir -p src/a && echo one > src/a/x.txt && echo keep > keep2.txt",
+    "mv src/a src/b && echo two >> src/b/x.txt && chmod +x src/b/x.txt && ln -s b/x.txt src/l",
+    "echo 'same' > keep2.txt && touch keep.txt && mkdir -p n/e/w && echo deep > n/e/w/f && echo ig > ignored.txt && mkdir -p build && echo o > build/o",
+    "printf '*.tmp\\n' >> .gitignore && echo t > a.tmp && rm -r src/b && echo more >> n/e/w/f",
+    "rm -rf n && mv keep2.txt renamed.txt && echo x > scratch/more && printf 'ab\\n' > s.txt",
+    "printf 'ba\\n' > s.txt && chmod -x keep.txt && mkdir m && mv renamed.txt m/",
+];
+
+#[test]
+fn with_the_watch_on_every_checkpoint_is_the_tree_a_full_walk_gives() {
+    if require(
+        "git",
+        "with_the_watch_on_every_checkpoint_is_the_tree_a_full_walk_gives",
+        require::git(),
+    )
+    .is_none()
+    {
+        return;
+    }
+    let sb = Sandbox::new();
+    let ws = sb.ws();
+    seed(&ws);
+    // The same start in a copy the steps are replayed in, outside the run.
+    let replica = sb.path("replica");
+    std::fs::create_dir_all(&replica).unwrap();
+    seed(&replica);
+    let mut replies: Vec<MockReply> = WATCHED
+        .iter()
+        .map(|c| MockReply::tool_call("bash", json!({ "command": c })))
+        .collect();
+    replies.push(MockReply::text("done"));
+    let server = MockServer::start(replies);
+    let out = output(sb.run_cmd_cfg(
+        &server.base_url(),
+        "change files, watched",
+        "[checkpoints]\nwatch = true\n",
+    ));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let wal = sb.wal();
+    // Recorded, so a resume keeps watching.
+    let started = contract::read(&wal).into_iter().next().unwrap();
+    assert_eq!(
+        started.data["settings"]["checkpoint_watch"], true,
+        "{:#?}",
+        started.data
+    );
+    let cps = checkpoints(&wal);
+    assert_eq!(cps.len(), WATCHED.len() + 1, "{cps:#?}");
+    let walk = |i: usize| cps[i]["walk"].as_str().unwrap_or("").to_string();
+    assert_eq!(walk(0), "full: the starting state");
+    assert_eq!(walk(1), "full: the watch is set up");
+    assert_eq!(walk(4), "full: an ignore file changed");
+    for i in [2, 3, 5, 6] {
+        assert_eq!(walk(i), "watch", "{:#?}", cps[i]);
+    }
+    assert_eq!(cps[0]["tree"].as_str().unwrap(), git_tree_of(&replica));
+    // Each step replayed on the copy: the recorded tree is the one an
+    // independent git and a fresh full walk of the checkpointer give.
+    for (i, command) in WATCHED.iter().enumerate() {
+        let st = Command::new("bash")
+            .arg("-c")
+            .arg(command)
+            .current_dir(&replica)
+            .status()
+            .unwrap();
+        assert!(st.success(), "{command}");
+        let recorded = cps[i + 1]["tree"].as_str().unwrap();
+        assert_eq!(recorded, git_tree_of(&replica), "step {}: {command}", i + 1);
+        let fresh = tinyagent::checkpoint::Checkpointer::new(
+            &sb.path(&format!("fresh{i}.wal")),
+            &replica,
+            tinyagent::tools::protected::Protected::none(),
+        )
+        .take(None)
+        .unwrap();
+        assert_eq!(recorded, fresh.tree, "step {}", i + 1);
+        assert_eq!(fresh.walk, None);
+    }
+    // The workspace at the end too (nothing the run left unrecorded).
+    assert_eq!(
+        cps[WATCHED.len()]["tree"].as_str().unwrap(),
+        git_tree_of(&ws)
+    );
+    // `log inspect` says how each checkpoint looked at the workspace.
+    let w = wal.to_str().unwrap();
+    let human = ok(&tinyagent(sb.dir.path(), &["log", "inspect", w]));
+    assert!(human.contains("[watch]"), "{human}");
+    assert!(human.contains("[full: the watch is set up]"), "{human}");
+    // No warning: the watch was never lost.
+    assert!(
+        !stderr(&out).contains("file-system watch"),
+        "{}",
+        stderr(&out)
+    );
+}

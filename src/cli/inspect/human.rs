@@ -336,9 +336,13 @@ fn checkpoints(r: &Report, out: &mut dyn Write) -> io::Result<()> {
             } else {
                 String::new()
             };
+            let walk = m
+                .walk
+                .as_deref()
+                .map_or_else(String::new, |w| format!(" [{w}]"));
             writeln!(
                 out,
-                "  {:>5}  {:<20}  {:<12}  {}{oversized}",
+                "  {:>5}  {:<20}  {:<12}  {}{oversized}{walk}",
                 step.step,
                 m.call_id.as_deref().unwrap_or("-"),
                 &m.tree[..m.tree.len().min(12)],
