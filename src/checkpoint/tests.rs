@@ -23,14 +23,23 @@ fn git_ok() -> bool {
     }
 }
 
-#[test]
-fn rapid_same_size_rewrites_are_each_seen() {
+/// A scratch directory with an empty workspace `ws` in it, or `None` (a
+/// loud skip) when git is not usable.
+fn scratch() -> Option<(tempfile::TempDir, std::path::PathBuf)> {
     if !git_ok() {
-        return;
+        return None;
     }
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path().join("ws");
     std::fs::create_dir(&ws).unwrap();
+    Some((dir, ws))
+}
+
+#[test]
+fn rapid_same_size_rewrites_are_each_seen() {
+    let Some((dir, ws)) = scratch() else {
+        return;
+    };
     std::fs::write(ws.join("f.txt"), "v00\n").unwrap();
     let mut cp = Checkpointer::new(&dir.path().join("r.wal"), &ws, Protected::none());
     let mut prev = cp.take(None).unwrap().tree;
@@ -50,11 +59,9 @@ fn rapid_same_size_rewrites_are_each_seen() {
 
 #[test]
 fn links_are_stored_as_links_and_odd_files_and_dot_git_are_left_out() {
-    if !git_ok() {
+    let Some((dir, ws)) = scratch() else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path().join("ws");
+    };
     std::fs::create_dir_all(ws.join("sub/.git")).unwrap();
     std::fs::write(ws.join("sub/.git/config"), "x").unwrap();
     std::fs::write(dir.path().join("outside.txt"), "secret").unwrap();
@@ -88,12 +95,9 @@ fn links_are_stored_as_links_and_odd_files_and_dot_git_are_left_out() {
 
 #[test]
 fn the_runs_own_files_in_the_workspace_are_not_stored() {
-    if !git_ok() {
+    let Some((_dir, ws)) = scratch() else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path().join("ws");
-    std::fs::create_dir(&ws).unwrap();
+    };
     let wal = ws.join("run.wal");
     std::fs::write(&wal, "log").unwrap();
     std::fs::write(ws.join("code.rs"), "fn main() {}").unwrap();
@@ -140,12 +144,9 @@ fn git_write_tree(dir: &std::path::Path, ws: &std::path::Path) -> String {
 
 #[test]
 fn trees_are_the_ones_git_makes_and_the_store_passes_fsck() {
-    if !git_ok() {
+    let Some((dir, ws)) = scratch() else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path().join("ws");
-    std::fs::create_dir(&ws).unwrap();
+    };
     awkward_workspace(&ws);
     let mut cp = Checkpointer::new(&dir.path().join("r.wal"), &ws, Protected::none());
     let t = cp.take(None).unwrap();
@@ -223,12 +224,9 @@ fn trees_are_the_ones_git_makes_and_the_store_passes_fsck() {
 
 #[test]
 fn a_new_checkpointer_uses_the_saved_index_and_survives_a_damaged_or_stale_one() {
-    if !git_ok() {
+    let Some((dir, ws)) = scratch() else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path().join("ws");
-    std::fs::create_dir(&ws).unwrap();
+    };
     awkward_workspace(&ws);
     let wal = dir.path().join("r.wal");
     let first = Checkpointer::new(&wal, &ws, Protected::none())
@@ -300,12 +298,9 @@ fn a_new_checkpointer_uses_the_saved_index_and_survives_a_damaged_or_stale_one()
 
 #[test]
 fn what_a_kill_in_the_middle_of_a_pack_leaves_is_ignored_and_cleared() {
-    if !git_ok() {
+    let Some((dir, ws)) = scratch() else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path().join("ws");
-    std::fs::create_dir(&ws).unwrap();
+    };
     std::fs::write(ws.join("f.txt"), "one\n").unwrap();
     let wal = dir.path().join("r.wal");
     let store = super::store_dir(&wal);
@@ -516,14 +511,11 @@ fn random_change(
 
 #[test]
 fn the_watch_gives_the_trees_a_full_walk_and_git_give_through_random_changes() {
-    if !git_ok() {
+    let Some((dir, ws)) = scratch() else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path().join("ws");
+    };
     let outside = dir.path().join("outside");
     std::fs::create_dir_all(&outside).unwrap();
-    std::fs::create_dir(&ws).unwrap();
     awkward_workspace(&ws);
     std::fs::write(ws.join(".gitignore"), "*.log\n").unwrap();
     let mut protected = Protected::none();
@@ -589,12 +581,9 @@ fn the_watch_gives_the_trees_a_full_walk_and_git_give_through_random_changes() {
 
 #[test]
 fn an_overflowed_watch_queue_means_a_full_walk_a_warning_and_a_new_watch() {
-    if !git_ok() {
+    let Some((dir, ws)) = scratch() else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path().join("ws");
-    std::fs::create_dir(&ws).unwrap();
+    };
     awkward_workspace(&ws);
     let mut cp = Checkpointer::new(&dir.path().join("r.wal"), &ws, Protected::none());
     cp.set_watch(true);

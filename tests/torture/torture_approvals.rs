@@ -35,26 +35,8 @@ const SHORT_KILLS: u64 = 20;
 /// Turns of the task (one bash call each; every third also reads a file).
 const TURNS: u64 = 20;
 
-/// The largest `aq<N>x` marker in the request (0 when none).
-fn last_turn(req: &RecordedRequest) -> u64 {
-    let text = serde_json::to_string(req.messages()).unwrap_or_default();
-    text.match_indices("aq")
-        .filter_map(|(at, _)| {
-            let digits: String = text[at + 2..]
-                .chars()
-                .take_while(char::is_ascii_digit)
-                .collect();
-            text[at + 2 + digits.len()..]
-                .starts_with('x')
-                .then(|| digits.parse::<u64>().ok())
-                .flatten()
-        })
-        .max()
-        .unwrap_or(0)
-}
-
 fn reply(req: &RecordedRequest) -> MockReply {
-    let n = last_turn(req) + 1;
+    let n = crate::support::torture::host::last_marker(req, "aq") + 1;
     if n > TURNS {
         return MockReply::text("all turns done");
     }

@@ -52,24 +52,6 @@ fn command(n: u64) -> String {
     )
 }
 
-/// The largest `lq<N>x` in the request (0 when none).
-fn last_turn(req: &RecordedRequest) -> u64 {
-    let text = serde_json::to_string(req.messages()).unwrap_or_default();
-    text.match_indices("lq")
-        .filter_map(|(at, _)| {
-            let digits: String = text[at + 2..]
-                .chars()
-                .take_while(char::is_ascii_digit)
-                .collect();
-            text[at + 2 + digits.len()..]
-                .starts_with('x')
-                .then(|| digits.parse::<u64>().ok())
-                .flatten()
-        })
-        .max()
-        .unwrap_or(0)
-}
-
 /// When each request reached the model server (ns since the epoch).
 static ASKED: std::sync::Mutex<Vec<u128>> = std::sync::Mutex::new(Vec::new());
 
@@ -78,7 +60,7 @@ fn reply(req: &RecordedRequest) -> MockReply {
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .push(now_ns());
-    let n = last_turn(req) + 1;
+    let n = crate::support::torture::host::last_marker(req, "lq") + 1;
     if n > TURNS {
         return MockReply::text("all turns done");
     }

@@ -73,3 +73,20 @@ pub fn check_and_end_decoys(decoys: &mut [Decoy]) {
         let _ = d.child.wait();
     }
 }
+
+/// The largest `<tag><N>x` marker anywhere in the request's messages (0
+/// when none): how far a scripted task has got, whatever was resumed.
+pub fn last_marker(req: &crate::support::mock::RecordedRequest, tag: &str) -> u64 {
+    let text = serde_json::to_string(req.messages()).unwrap_or_default();
+    text.match_indices(tag)
+        .filter_map(|(at, _)| {
+            let rest = &text[at + tag.len()..];
+            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            rest[digits.len()..]
+                .starts_with('x')
+                .then(|| digits.parse::<u64>().ok())
+                .flatten()
+        })
+        .max()
+        .unwrap_or(0)
+}
