@@ -131,6 +131,21 @@ fn a_chat_killed_at_its_prompt_resumes_at_its_prompt() {
     mock.assert_no_violations();
 }
 
+/// Waits (up to 20 s) until the log holds a `tool.started`: the call runs.
+fn wait_for_started(sb: &Sandbox) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !std::fs::read_to_string(sb.wal())
+        .unwrap_or_default()
+        .contains("tool.started")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the call never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn ctrl_c_during_a_turn_stops_the_turn_not_the_chat() {
     let sb = Sandbox::new();
@@ -147,17 +162,7 @@ fn ctrl_c_during_a_turn_stops_the_turn_not_the_chat() {
     s.send_line("run the slow thing").expect("type");
     s.exp_string("bash").expect("the call");
     // The command runs (its tool.started is durable).
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while !std::fs::read_to_string(sb.wal())
-        .unwrap()
-        .contains("tool.started")
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the call never started"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_started(&sb);
     std::thread::sleep(Duration::from_millis(300));
     s.send_control('c').expect("ctrl-c");
     s.exp_string("turn interrupted").expect("the turn stops");
@@ -211,17 +216,7 @@ fn a_chat_killed_mid_turn_finishes_the_turn_on_resume_then_prompts() {
     let mut s = pty::spawn(pty::chat_cmd(&sb, &mock.base_url(), ""));
     s.exp_string(PROMPT).expect("the prompt");
     s.send_line("start the long thing").expect("type");
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while !std::fs::read_to_string(sb.wal())
-        .unwrap()
-        .contains("tool.started")
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the call never started"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_started(&sb);
     pty::kill9(&mut s);
     let mut r = pty::spawn(pty::resume_cmd(&sb, &sb.wal()));
     // The turn goes on (the model hears of the interrupted call), then the
