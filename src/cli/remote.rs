@@ -411,12 +411,8 @@ pub fn sessions(url: &str, json: bool, out: &mut dyn Write) -> Result<i32, CliEr
         return Ok(0);
     }
     for r in &rows {
-        let when = r
-            .started_at
-            .as_deref()
-            .map_or("-", |t| t.get(..19).unwrap_or(t))
-            .replace('T', " ");
-        let task = crate::text::first_line(r.task.as_deref().unwrap_or("-"), 60);
+        let when = super::sessions::shown_time(r.started_at.as_deref());
+        let task = super::sessions::shown_task(r.task.as_deref());
         writeln!(
             out,
             "{:<22} {when}  {:<11} {:>4} steps  ${:.4}  {task}",

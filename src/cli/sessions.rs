@@ -199,15 +199,10 @@ pub fn sessions(all: bool, json: bool, out: &mut dyn Write) -> Result<i32, CliEr
         return Ok(0);
     }
     for s in &rows {
-        let when = s
-            .started_at
-            .as_deref()
-            .map_or("-", |t| t.get(..19).unwrap_or(t))
-            .replace('T', " ");
-        let task = match s.task.as_deref() {
-            Some("") => "(chat)".to_string(),
-            t => crate::text::first_line(t.unwrap_or("-"), 60),
-        };
+        let (when, task) = (
+            shown_time(s.started_at.as_deref()),
+            shown_task(s.task.as_deref()),
+        );
         writeln!(
             out,
             "{:<22} {when}  {:<11} {:>4} steps  ${:.4}  {task}",
@@ -243,4 +238,19 @@ pub fn sessions(all: bool, json: bool, out: &mut dyn Write) -> Result<i32, CliEr
         .map_err(io)?;
     }
     Ok(0)
+}
+
+/// A start time as a row shows it: `2026-12-01 18:45:56`, or `-`.
+pub(super) fn shown_time(started_at: Option<&str>) -> String {
+    started_at
+        .map_or("-", |t| t.get(..19).unwrap_or(t))
+        .replace('T', " ")
+}
+
+/// A task as a row shows it: its first line, cut; `(chat)` for a chat.
+pub(super) fn shown_task(task: Option<&str>) -> String {
+    match task {
+        Some("") => "(chat)".to_string(),
+        t => crate::text::first_line(t.unwrap_or("-"), 60),
+    }
 }

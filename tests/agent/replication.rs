@@ -142,6 +142,22 @@ fn wal_d(wal: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
+/// Starts `cmd` (a run in `one`) with its stdout in `one`'s `stdout.jsonl`
+/// and its stderr in `stderr.txt`, and waits until its call `long` has
+/// started; gives the process and the stdout file.
+fn start_until_long(one: &Sandbox, mut cmd: Command) -> (std::process::Child, PathBuf) {
+    let out_path = one.path("stdout.jsonl");
+    let child = cmd
+        .stdout(std::fs::File::create(&out_path).unwrap())
+        .stderr(std::fs::File::create(one.path("stderr.txt")).unwrap())
+        .spawn()
+        .unwrap();
+    wait_until("the long call to start", 60, || {
+        started_seq(&one.wal(), "long").is_some()
+    });
+    (child, out_path)
+}
+
 #[test]
 fn lose_the_machine_and_resume_from_the_bucket_elsewhere() {
     let Some(w) = weed("lose_the_machine_and_resume_from_the_bucket_elsewhere") else {
@@ -160,15 +176,8 @@ fn lose_the_machine_and_resume_from_the_bucket_elsewhere() {
         MockReply::text("finished elsewhere").with_usage(300, 30),
         MockReply::text("finished here").with_usage(300, 30),
     ]);
-    let out_path = one.path("stdout.jsonl");
-    let mut child = run_cmd(&one, w, &server.base_url(), &url, "")
-        .stdout(std::fs::File::create(&out_path).unwrap())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_until("the long call to start", 60, || {
-        started_seq(&one.wal(), "long").is_some()
-    });
+    let (mut child, out_path) =
+        start_until_long(&one, run_cmd(&one, w, &server.base_url(), &url, ""));
     std::thread::sleep(Duration::from_millis(300));
     child.kill().unwrap(); // SIGKILL, in the middle of the call
     child.wait().unwrap();
@@ -321,15 +330,8 @@ fn a_paused_writer_whose_run_was_taken_over_stops_on_sigcont_without_acknowledgi
         MockReply::text("finished on the other machine"),
     ]);
     let one = Sandbox::new();
-    let out_path = one.path("stdout.jsonl");
-    let mut child = run_cmd(&one, w, &server.base_url(), &url, "")
-        .stdout(std::fs::File::create(&out_path).unwrap())
-        .stderr(std::fs::File::create(one.path("stderr.txt")).unwrap())
-        .spawn()
-        .unwrap();
-    wait_until("the long call to start", 60, || {
-        started_seq(&one.wal(), "long").is_some()
-    });
+    let (mut child, out_path) =
+        start_until_long(&one, run_cmd(&one, w, &server.base_url(), &url, ""));
     let seq = started_seq(&one.wal(), "long").unwrap();
     wait_until("the call's start to be printed", 30, || {
         printed(&std::fs::read(&out_path).unwrap())
@@ -391,21 +393,16 @@ fn sync_mode_stops_when_the_bucket_goes_away_with_nothing_unreplicated_acknowled
         MockReply::text("never reached"),
     ]);
     let one = Sandbox::new();
-    let out_path = one.path("stdout.jsonl");
-    let mut child = run_cmd(
+    let (mut child, out_path) = start_until_long(
         &one,
-        &own,
-        &server.base_url(),
-        &url,
-        "[replicate]\ntimeout_s = 3\n",
-    )
-    .stdout(std::fs::File::create(&out_path).unwrap())
-    .stderr(std::fs::File::create(one.path("stderr.txt")).unwrap())
-    .spawn()
-    .unwrap();
-    wait_until("the long call to start", 60, || {
-        started_seq(&one.wal(), "long").is_some()
-    });
+        run_cmd(
+            &one,
+            &own,
+            &server.base_url(),
+            &url,
+            "[replicate]\ntimeout_s = 3\n",
+        ),
+    );
     own.stop();
     let stopped = Instant::now();
     let status = child.wait().unwrap();
@@ -451,21 +448,16 @@ fn async_mode_finishes_while_the_bucket_is_away_and_catches_up() {
         MockReply::text("finished"),
     ]);
     let one = Sandbox::new();
-    let out_path = one.path("stdout.jsonl");
-    let mut child = run_cmd(
+    let (mut child, out_path) = start_until_long(
         &one,
-        &own,
-        &server.base_url(),
-        &url,
-        "[replicate]\nmode = \"async\"\nmax_lag_ms = 200\ntimeout_s = 120\n",
-    )
-    .stdout(std::fs::File::create(&out_path).unwrap())
-    .stderr(std::fs::File::create(one.path("stderr.txt")).unwrap())
-    .spawn()
-    .unwrap();
-    wait_until("the long call to start", 60, || {
-        started_seq(&one.wal(), "long").is_some()
-    });
+        run_cmd(
+            &one,
+            &own,
+            &server.base_url(),
+            &url,
+            "[replicate]\nmode = \"async\"\nmax_lag_ms = 200\ntimeout_s = 120\n",
+        ),
+    );
     own.stop();
     // The run goes on and records its end while the bucket is away.
     wait_until("the run to finish", 90, || {
