@@ -716,6 +716,14 @@ impl Decision {
             Decision::Deny => "deny",
         }
     }
+
+    /// The mark and the word human output shows for it: `✓ allowed`.
+    pub fn shown(self) -> &'static str {
+        match self {
+            Decision::Allow => "✓ allowed",
+            Decision::Deny => "✗ denied",
+        }
+    }
 }
 
 /// The decision about a call: durable before the call starts (or, denied,

@@ -464,18 +464,9 @@ impl Output {
                 a.call_id, a.tool, a.preview
             )),
             Event::ApprovalDecided(d) => self.say(&format!(
-                "    {} {} {} by {}{}",
-                if d.decision == crate::event::Decision::Allow {
-                    "✓"
-                } else {
-                    "✗"
-                },
+                "    {} {} by {}{}",
+                d.decision.shown(),
                 d.call_id,
-                if d.decision == crate::event::Decision::Allow {
-                    "allowed"
-                } else {
-                    "denied"
-                },
                 d.by,
                 d.reason
                     .as_deref()

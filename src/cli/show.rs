@@ -157,11 +157,7 @@ fn record(out: &mut dyn Write, ts: &str, event: &Event) -> std::io::Result<()> {
             writeln!(
                 out,
                 "  {} {} by {}{why}",
-                if d.decision == crate::event::Decision::Allow {
-                    "✓ allowed"
-                } else {
-                    "✗ denied"
-                },
+                d.decision.shown(),
                 d.call_id,
                 d.by
             )?;
