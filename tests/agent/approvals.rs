@@ -18,14 +18,10 @@ use std::time::{Duration, Instant};
 const APPROVE: &str = "[approvals]\nmode = \"mutating\"\n";
 
 fn records(sb: &Sandbox) -> Vec<Rec> {
-    let recs = contract::read(&sb.wal());
-    contract::check_write_order(&recs);
-    recs
+    contract::read_checked(&sb.wal())
 }
 
-fn kinds<'a>(recs: &'a [Rec], kind: &str) -> Vec<&'a Rec> {
-    recs.iter().filter(|r| r.kind == kind).collect()
-}
+use contract::of_kind as kinds;
 
 fn result_of<'a>(recs: &'a [Rec], id: &str) -> &'a Rec {
     recs.iter()

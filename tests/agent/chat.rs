@@ -14,14 +14,10 @@ use std::time::Duration;
 const PROMPT: &str = "you> ";
 
 fn records(sb: &Sandbox) -> Vec<Rec> {
-    let recs = contract::read(&sb.wal());
-    contract::check_write_order(&recs);
-    recs
+    contract::read_checked(&sb.wal())
 }
 
-fn kinds<'a>(recs: &'a [Rec], kind: &str) -> Vec<&'a Rec> {
-    recs.iter().filter(|r| r.kind == kind).collect()
-}
+use contract::of_kind as kinds;
 
 #[test]
 fn a_two_turn_chat_records_each_message_before_the_model_sees_it() {

@@ -196,6 +196,18 @@ pub fn read_bytes(bytes: &[u8]) -> Vec<Rec> {
     out
 }
 
+/// The records of the log at `wal`, after checking their write order.
+pub fn read_checked(wal: &Path) -> Vec<Rec> {
+    let recs = read(wal);
+    check_write_order(&recs);
+    recs
+}
+
+/// The records of one kind, in log order.
+pub fn of_kind<'a>(recs: &'a [Rec], kind: &str) -> Vec<&'a Rec> {
+    recs.iter().filter(|r| r.kind == kind).collect()
+}
+
 /// Checks the write order of the contract on a validated log: each step's
 /// `model.response` is followed, per pending call in order, by `tool.started`
 /// (unless blocked by a hook or synthesized on resume) and `tool.result`, then
