@@ -37,7 +37,22 @@ fn sidecar_path(wal: &Path) -> PathBuf {
     super::run::process_dir(wal).join("replicate.json")
 }
 
+/// The line `$TINYAGENT_HOME/endpoints` holds for a sidecar this machine
+/// wrote: the sidecar lies beside the log, where anyone who hands over a
+/// log (or, in the local environment, a tool) can write it, so its bucket
+/// and workspace are followed only when the person's own home says this
+/// machine chose them.
+fn sidecar_mark(sc: &Sidecar) -> String {
+    format!(
+        "replicate {} mode {} workspace {}",
+        sc.url,
+        sc.mode,
+        sc.workspace.as_deref().unwrap_or("-")
+    )
+}
+
 fn write_sidecar(wal: &Path, sc: &Sidecar) -> Result<(), CliError> {
+    super::endpoints::remember(&super::run::home()?, &sidecar_mark(sc))?;
     let p = sidecar_path(wal);
     let fail = |e: std::io::Error| CliError::new(1, format!("{}: {e}", p.display()));
     tinyagent_store::fsutil::create_dir_all_durable(p.parent().expect("a parent")).map_err(fail)?;
@@ -52,9 +67,21 @@ fn write_sidecar(wal: &Path, sc: &Sidecar) -> Result<(), CliError> {
 pub fn read_sidecar(wal: &Path) -> Result<Option<Sidecar>, CliError> {
     let p = sidecar_path(wal);
     match std::fs::read(&p) {
-        Ok(b) => serde_json::from_slice(&b)
-            .map(Some)
-            .map_err(|e| CliError::refused(format!("{}: {e}", p.display()))),
+        Ok(b) => {
+            let sc: Sidecar = serde_json::from_slice(&b)
+                .map_err(|e| CliError::refused(format!("{}: {e}", p.display())))?;
+            if !super::endpoints::known(&super::run::home()?, &sidecar_mark(&sc)) {
+                return Err(CliError::refused(format!(
+                    "{}: replication settings this machine did not write (bucket {}, \
+                     workspace {}); they are not followed. Remove the file to resume \
+                     without replication, or resume from the bucket",
+                    p.display(),
+                    sc.url,
+                    sc.workspace.as_deref().unwrap_or("as the log says")
+                )));
+            }
+            Ok(Some(sc))
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(CliError::refused(format!("{}: {e}", p.display()))),
     }

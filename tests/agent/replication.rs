@@ -657,3 +657,38 @@ fn small_segments_are_merged_as_the_run_goes() {
     assert_eq!(segments.len(), 2 + 5 + 9, "{segments:?}");
     assert_eq!(bucket_log(w, &url, "bench"), std::fs::read(&wal).unwrap());
 }
+
+#[test]
+fn replication_settings_beside_a_log_that_this_machine_did_not_write_are_refused() {
+    let Some(w) =
+        weed("replication_settings_beside_a_log_that_this_machine_did_not_write_are_refused")
+    else {
+        return;
+    };
+    let url = format!("{}/runs", w.bucket("forged-sidecar"));
+    let server = MockServer::start(vec![
+        MockReply::tool_call("bash", json!({"command": "sleep 3.5"})).with_ids(&["long"]),
+        MockReply::text("never"),
+    ]);
+    let (one, _id) = stopped_run(w, &url, &server);
+    // Someone (a tool in the local environment, or whoever handed the log
+    // over) points the run at another bucket and another workspace.
+    let sidecar = wal_d(&one.wal()).join("replicate.json");
+    let mut sc: Value = serde_json::from_slice(&std::fs::read(&sidecar).unwrap()).unwrap();
+    sc["url"] = Value::String(format!("{}/elsewhere", w.bucket("forged-sidecar-other")));
+    sc["workspace"] = Value::String("/".into());
+    std::fs::write(&sidecar, serde_json::to_vec(&sc).unwrap()).unwrap();
+    let before = std::fs::read(one.wal()).unwrap();
+    let requests = server.request_count();
+    let mut c = one.resume_cmd();
+    w.env(&mut c);
+    let out = output(c);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("this machine did not write"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(std::fs::read(one.wal()).unwrap(), before);
+    assert_eq!(server.request_count(), requests);
+}
