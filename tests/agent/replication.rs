@@ -147,12 +147,18 @@ fn wal_d(wal: &Path) -> PathBuf {
 /// started; gives the process and the stdout file.
 fn start_until_long(one: &Sandbox, mut cmd: Command) -> (std::process::Child, PathBuf) {
     let out_path = one.path("stdout.jsonl");
-    let child = cmd
+    let mut child = cmd
         .stdout(std::fs::File::create(&out_path).unwrap())
         .stderr(std::fs::File::create(one.path("stderr.txt")).unwrap())
         .spawn()
         .unwrap();
     wait_until("the long call to start", 60, || {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!(
+                "the run ended ({status}) before its long call started: {}",
+                std::fs::read_to_string(one.path("stderr.txt")).unwrap_or_default()
+            );
+        }
         started_seq(&one.wal(), "long").is_some()
     });
     (child, out_path)
@@ -400,7 +406,9 @@ fn sync_mode_stops_when_the_bucket_goes_away_with_nothing_unreplicated_acknowled
             &own,
             &server.base_url(),
             &url,
-            "[replicate]\ntimeout_s = 3\n",
+            // Long enough for a fresh server's first writes (it makes its
+            // volumes then) on a loaded machine.
+            "[replicate]\ntimeout_s = 10\n",
         ),
     );
     own.stop();
@@ -408,7 +416,7 @@ fn sync_mode_stops_when_the_bucket_goes_away_with_nothing_unreplicated_acknowled
     let status = child.wait().unwrap();
     let took = stopped.elapsed();
     assert_eq!(status.code(), Some(1));
-    // The call ends 1.5 s in, then 3 s of retries; a generous bound.
+    // The call ends 1.5 s in, then 10 s of retries; a generous bound.
     assert!(took < Duration::from_secs(30), "took {took:?}");
     let err = std::fs::read_to_string(one.path("stderr.txt")).unwrap();
     assert!(err.contains("gave up after"), "{err}");
