@@ -79,6 +79,19 @@ impl Dir {
         d.files.get_mut(name)
     }
 
+    /// Whether a relative path has an entry.
+    pub fn contains(&self, path: &[u8]) -> bool {
+        let (dirs, name) = split(path);
+        let mut d = self;
+        for c in dirs {
+            match d.dirs.get(c) {
+                Some(next) => d = next,
+                None => return false,
+            }
+        }
+        d.files.contains_key(name)
+    }
+
     /// Sets the entry of `path`, making its directories (their trees are
     /// made again).
     pub fn insert(&mut self, path: &[u8], entry: FileEntry) {

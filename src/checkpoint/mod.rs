@@ -8,7 +8,8 @@
 //! index.rs) holds each file's stat data (mtime, ctime, size, inode) and
 //! blob id, so only files whose stat changed are read and hashed again and
 //! only the trees on their paths are made again; the new objects of one
-//! checkpoint go to one pack (objects.rs), durable with three syncs. The
+//! checkpoint go to one pack (objects.rs), durable with one wait for the
+//! disk. The
 //! `git` binary is used for diffs, restores and a fork's copy. See
 //! docs/design.md ("Workspace checkpoints") for why and how it is made
 //! durable and safe.
@@ -127,6 +128,8 @@ pub struct Checkpointer {
     /// A warning not yet given (the watch was lost), and whether one was.
     warning: Option<String>,
     warned: bool,
+    /// Files made ahead for the next pack (made with the state).
+    spares: Option<objects::Spares>,
 }
 
 /// What a checkpoint's walk found: the files and links with their stat
@@ -199,6 +202,7 @@ impl Checkpointer {
             full_walks: 0,
             warning: None,
             warned: false,
+            spares: None,
         }
     }
 
@@ -243,7 +247,7 @@ impl Checkpointer {
     /// The files and links to look at for a checkpoint, the scope they
     /// cover (`None`: the whole tree), and how they were found (for the
     /// record; `None` when the watch is off).
-    fn walk_for_checkpoint(&mut self) -> Looked {
+    fn walk_for_checkpoint(&mut self, indexed: &index::Dir) -> Looked {
         let full = |ws: &Path, p: &crate::tools::protected::Protected, w: Option<&watch::Watch>| {
             walk_scoped(ws, p, None, w)
         };
@@ -269,11 +273,7 @@ impl Checkpointer {
                 };
                 match w.drain(&keep) {
                     Ok(scope) => {
-                        let paths = if scope.is_empty() {
-                            Vec::new()
-                        } else {
-                            walk_scoped(&self.workspace, &self.protected, Some(&scope), Some(&w))
-                        };
+                        let paths = self.scoped_paths(&scope, &w, indexed);
                         // What this walk saw is right; a watch that could
                         // not be added makes the next ones walk.
                         if let Some(why) = w.broken() {
@@ -320,6 +320,47 @@ impl Checkpointer {
         }
     }
 
+    /// The files and links under what the watch's events named. A named
+    /// file the index holds is looked at directly: it was neither ignored
+    /// nor the run's own when a walk stored it, and no ignore file has
+    /// changed since (the watch makes the checkpoint walk when one does),
+    /// so it still is not. Anything else (a directory, a new path, a file
+    /// that became something else) is walked, which adds the watches of new
+    /// directories and applies the ignore rules.
+    fn scoped_paths(
+        &self,
+        scope: &watch::Scope,
+        w: &watch::Watch,
+        indexed: &index::Dir,
+    ) -> Vec<(Vec<u8>, std::fs::Metadata)> {
+        let mut out = Vec::new();
+        let mut rest = Vec::new();
+        for p in scope.paths() {
+            if indexed.contains(p) {
+                match std::fs::symlink_metadata(self.workspace.join(OsStrPath::of(p))) {
+                    Ok(m) if m.file_type().is_file() || m.file_type().is_symlink() => {
+                        out.push((p.to_vec(), m));
+                        continue;
+                    }
+                    // Gone: the sweep of the scope's paths takes it out.
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                    _ => {}
+                }
+            }
+            rest.push(p.to_vec());
+        }
+        if !rest.is_empty() {
+            let rest = watch::Scope::new(rest);
+            out.extend(walk_scoped(
+                &self.workspace,
+                &self.protected,
+                Some(&rest),
+                Some(w),
+            ));
+        }
+        out
+    }
+
     /// A new watch, with the full walk that adds its watches.
     fn set_up(&mut self, why: &str) -> Looked {
         self.full_walks += 1;
@@ -357,10 +398,19 @@ impl Checkpointer {
     /// returns.
     pub fn take(&mut self, prev: Option<&str>) -> Result<Taken, CheckpointError> {
         check_version()?;
-        self.git.init()?;
+        // A state kept from the last checkpoint means this process made or
+        // found the store whole and nothing has failed since.
         let mut state = match self.state.take() {
             Some(s) => s,
-            None => self.load_state(),
+            None => {
+                self.git.init()?;
+                // The temporary files of the store's root are cleared as
+                // the state is loaded: spares made before go with them.
+                self.spares = None;
+                let state = self.load_state();
+                self.spares = Some(objects::Spares::new(&self.git.git_dir));
+                state
+            }
         };
         // On failure the state is dropped (it may name objects that were
         // not written) and loaded again next time; the events the watch
@@ -386,7 +436,10 @@ impl Checkpointer {
         let dir = &self.git.git_dir;
         clear_stale_lock(dir);
         objects::clear_tmp(dir);
-        let known = objects::known_objects(&dir.join("objects"));
+        let (mut known, unindexed) = objects::known_objects(&dir.join("objects"));
+        for pack in unindexed {
+            self.index_again(&pack, &mut known);
+        }
         match index::load(dir, &|id| known.contains(id)) {
             Some((root, tree)) => State {
                 root,
@@ -403,6 +456,32 @@ impl Checkpointer {
         }
     }
 
+    /// A pack left without a whole index (a power loss after the pack was
+    /// synced and before its unsynced index reached the disk): indexed
+    /// again by `git index-pack`. A pack whose bytes do not match its
+    /// checksum trailer and name was never whole on disk, so no checkpoint
+    /// record names it (the record follows the pack's sync): it is removed,
+    /// with what is left of its index. A whole pack is never removed; if it
+    /// cannot be indexed now, its objects count as missing and the next
+    /// checkpoint writes them again.
+    fn index_again(&self, pack: &Path, known: &mut HashSet<Oid>) {
+        let idx = pack.with_extension("idx");
+        if !objects::pack_is_whole(pack) {
+            let _ = std::fs::remove_file(&idx);
+            let _ = std::fs::remove_file(pack);
+            return;
+        }
+        let _ = std::fs::remove_file(&idx);
+        if self
+            .git
+            .run(&["index-pack", &pack.to_string_lossy()], None)
+            .is_ok()
+            && let Some(ids) = std::fs::read(&idx).ok().and_then(|b| objects::idx_ids(&b))
+        {
+            known.extend(ids);
+        }
+    }
+
     fn take_with(
         &mut self,
         state: &mut State,
@@ -412,7 +491,7 @@ impl Checkpointer {
         let started = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
-        let (paths, scope, walk_note) = self.walk_for_checkpoint();
+        let (paths, scope, walk_note) = self.walk_for_checkpoint(&state.root);
         if scope.is_none() {
             self.oversized_now.clear();
         }
@@ -520,7 +599,8 @@ impl Checkpointer {
             })
             .map_err(|e| io("writing a pack", e))?;
         if let Some(p) = pack {
-            p.finish().map_err(|e| io("writing a pack", e))?;
+            p.finish(self.spares.as_ref())
+                .map_err(|e| io("writing a pack", e))?;
         }
         let was = std::mem::replace(&mut state.tree, tree);
         let count = state.root.count();
@@ -716,47 +796,48 @@ fn walk_scoped(
     };
     let out = std::sync::Mutex::new(Vec::new());
     let in_scope = scope.clone();
+    let visit = |entry: Result<ignore::DirEntry, ignore::Error>| {
+        use ignore::WalkState;
+        let Ok(entry) = entry else {
+            return WalkState::Continue;
+        };
+        if let Some(w) = watch
+            && entry.file_type().is_some_and(|ft| ft.is_dir())
+            && let Ok(rel) = entry.path().strip_prefix(workspace)
+        {
+            let rel = rel.as_os_str().as_bytes();
+            if in_scope.as_ref().is_none_or(|s| s.within(rel)) {
+                w.add(entry.path(), rel);
+            }
+        }
+        if !entry
+            .file_type()
+            .is_some_and(|ft| ft.is_file() || ft.is_symlink())
+        {
+            return WalkState::Continue;
+        }
+        let Ok(rel) = entry.path().strip_prefix(workspace) else {
+            return WalkState::Continue;
+        };
+        let Ok(meta) = std::fs::symlink_metadata(entry.path()) else {
+            return WalkState::Continue; // gone since the directory was read
+        };
+        let rel = rel.as_os_str().as_bytes().to_vec();
+        let mut out = out
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if out.len() >= MAX_FILES {
+            return WalkState::Quit;
+        }
+        out.push((rel, meta));
+        WalkState::Continue
+    };
+    // Even for one thread, the parallel walk: the sequential one opens
+    // every directory before the filter can skip it.
     walker(workspace, protected, scope)
         .threads(threads)
         .build_parallel()
-        .run(|| {
-            Box::new(|entry| {
-                use ignore::WalkState;
-                let Ok(entry) = entry else {
-                    return WalkState::Continue;
-                };
-                if let Some(w) = watch
-                    && entry.file_type().is_some_and(|ft| ft.is_dir())
-                    && let Ok(rel) = entry.path().strip_prefix(workspace)
-                {
-                    let rel = rel.as_os_str().as_bytes();
-                    if in_scope.as_ref().is_none_or(|s| s.within(rel)) {
-                        w.add(entry.path(), rel);
-                    }
-                }
-                if !entry
-                    .file_type()
-                    .is_some_and(|ft| ft.is_file() || ft.is_symlink())
-                {
-                    return WalkState::Continue;
-                }
-                let Ok(rel) = entry.path().strip_prefix(workspace) else {
-                    return WalkState::Continue;
-                };
-                let Ok(meta) = std::fs::symlink_metadata(entry.path()) else {
-                    return WalkState::Continue; // gone since the directory was read
-                };
-                let rel = rel.as_os_str().as_bytes().to_vec();
-                let mut out = out
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-                if out.len() >= MAX_FILES {
-                    return WalkState::Quit;
-                }
-                out.push((rel, meta));
-                WalkState::Continue
-            })
-        });
+        .run(|| Box::new(visit));
     out.into_inner()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }

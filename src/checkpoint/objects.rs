@@ -6,10 +6,11 @@
 //! store stays a repository the `git` binary reads (`diff-tree`,
 //! `read-tree`, `pack-objects` for a fork, `fsck`). It is named by the
 //! SHA-1 trailer of its bytes, as git names packs, and never changed once in
-//! place. Written to a temporary file in the store's root, synced, renamed
-//! into `objects/pack/`; the `.idx` likewise; then `objects/pack/` is synced
-//! once: three syncs (the first two at once) for a checkpoint's objects,
-//! however many there are.
+//! place. Made in memory (or, when large, in a temporary file in the
+//! store's root), written into `objects/pack/` and synced there (one wait
+//! for the disk: the new name goes with the data), then the directory is
+//! synced and the `.idx` is renamed in beside it: one sync of data and one
+//! of the directory for a checkpoint's objects, however many there are.
 
 use sha1::{Digest, Sha1};
 use std::collections::HashSet;
@@ -72,8 +73,10 @@ pub fn parse_hex(s: &str) -> Option<Oid> {
 }
 
 /// The ids of the objects a store holds: every loose object and every
-/// object of a pack whose `.idx` is whole (its checksum holds).
-pub fn known_objects(objects: &Path) -> HashSet<Oid> {
+/// object of a pack whose `.idx` is whole (its checksum holds); and the
+/// packs with no whole index (see [`PackWriter::finish`]: after a power
+/// loss, the last one written may have lost its index).
+pub fn known_objects(objects: &Path) -> (HashSet<Oid>, Vec<PathBuf>) {
     let mut known = HashSet::new();
     for fan in 0..=255u8 {
         let dir = objects.join(format!("{fan:02x}"));
@@ -88,20 +91,54 @@ pub fn known_objects(objects: &Path) -> HashSet<Oid> {
             }
         }
     }
+    let mut unindexed = Vec::new();
     let Ok(entries) = std::fs::read_dir(objects.join("pack")) else {
-        return known;
+        return (known, unindexed);
     };
     for e in entries.flatten() {
         let path = e.path();
-        if path.extension().is_some_and(|x| x == "idx")
-            && path.with_extension("pack").is_file()
-            && let Ok(bytes) = std::fs::read(&path)
-            && let Some(ids) = idx_ids(&bytes)
+        if path.extension().is_none_or(|x| x != "pack") {
+            continue;
+        }
+        match std::fs::read(path.with_extension("idx"))
+            .ok()
+            .and_then(|b| idx_ids(&b))
         {
-            known.extend(ids);
+            Some(ids) => known.extend(ids),
+            None => unindexed.push(path),
         }
     }
-    known
+    (known, unindexed)
+}
+
+/// Whether a pack file is whole: its last 20 bytes are the SHA-1 of the
+/// rest, and its name (`pack-<hex>.pack`) is that SHA-1.
+pub fn pack_is_whole(path: &Path) -> bool {
+    use std::io::Read;
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return false;
+    };
+    let Ok(len) = f.metadata().map(|m| m.len()) else {
+        return false;
+    };
+    let Some(body) = len.checked_sub(20).filter(|n| *n >= 12) else {
+        return false;
+    };
+    let mut sum = Sha1::new();
+    if std::io::copy(&mut (&mut f).take(body), &mut sum).ok() != Some(body) {
+        return false;
+    }
+    let mut trailer = [0u8; 20];
+    if f.read_exact(&mut trailer).is_err() {
+        return false;
+    }
+    let ours: Oid = sum.finalize().into();
+    let named = path
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .and_then(|s| s.strip_prefix("pack-"))
+        .and_then(parse_hex);
+    ours == trailer && named == Some(ours)
 }
 
 /// The ids a version 2 pack index lists, if it is whole.
@@ -122,20 +159,64 @@ pub fn idx_ids(b: &[u8]) -> Option<Vec<Oid>> {
     )
 }
 
-/// One pack being written: objects go to a temporary file as they come.
+/// One pack being written: objects are kept in memory up to
+/// [`SPILL_BYTES`], then go to a temporary file as they come.
 pub struct PackWriter {
     store: PathBuf,
     tmp: PathBuf,
-    file: std::io::BufWriter<std::fs::File>,
-    sum: Sha1,
+    sink: Sink,
     offset: u64,
     /// (id, offset, crc32 of the packed bytes) of each object.
     entries: Vec<(Oid, u64, u32)>,
     buf: Vec<u8>,
 }
 
+enum Sink {
+    Memory(Vec<u8>),
+    File(std::io::BufWriter<std::fs::File>),
+}
+
+/// A pack up to this size is made in memory and written once, straight
+/// to its place; a larger one is written to a temporary file as it is
+/// made.
+const SPILL_BYTES: usize = 8 << 20;
+
 /// Names of this process's temporary files in a store's root.
 const TMP_PREFIX: &str = "tmp-tinyagent-";
+
+thread_local! {
+    /// One deflate state for every object this thread packs (making one
+    /// costs more than compressing a small file).
+    static DEFLATE: std::cell::RefCell<flate2::Compress> =
+        std::cell::RefCell::new(flate2::Compress::new(flate2::Compression::fast(), true));
+}
+
+/// `data` zlib-compressed (what a pack holds of each object), appended to
+/// `out`.
+fn deflate_into(data: &[u8], out: &mut Vec<u8>) -> std::io::Result<()> {
+    DEFLATE.with(|z| {
+        let mut z = z.borrow_mut();
+        z.reset();
+        out.reserve(data.len() / 2 + 64);
+        loop {
+            let before = z.total_in();
+            let done = usize::try_from(before).unwrap_or(usize::MAX);
+            let status = z
+                .compress_vec(
+                    data.get(done..).unwrap_or(&[]),
+                    out,
+                    flate2::FlushCompress::Finish,
+                )
+                .map_err(std::io::Error::other)?;
+            match status {
+                flate2::Status::StreamEnd => return Ok(()),
+                flate2::Status::Ok | flate2::Status::BufError => {
+                    out.reserve(out.capacity().max(64));
+                }
+            }
+        }
+    })
+}
 
 impl PackWriter {
     /// A pack for the store `git_dir` (its objects go to `objects/pack/`).
@@ -143,12 +224,10 @@ impl PackWriter {
         static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let tmp = git_dir.join(format!("{TMP_PREFIX}{}-{n}.pack", std::process::id()));
-        let file = tmp_file(&tmp)?;
         let mut w = PackWriter {
             store: git_dir.to_path_buf(),
             tmp,
-            file: std::io::BufWriter::with_capacity(64 << 10, file),
-            sum: Sha1::new(),
+            sink: Sink::Memory(Vec::with_capacity(16 << 10)),
             offset: 0,
             entries: Vec::new(),
             buf: Vec::new(),
@@ -159,7 +238,17 @@ impl PackWriter {
     }
 
     fn put(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-        self.file.write_all(bytes)?;
+        if let Sink::Memory(m) = &mut self.sink
+            && m.len() + bytes.len() > SPILL_BYTES
+        {
+            let mut f = std::io::BufWriter::with_capacity(64 << 10, tmp_file(&self.tmp)?);
+            f.write_all(m)?;
+            self.sink = Sink::File(f);
+        }
+        match &mut self.sink {
+            Sink::Memory(m) => m.extend_from_slice(bytes),
+            Sink::File(f) => f.write_all(bytes)?,
+        }
         self.offset += bytes.len() as u64;
         Ok(())
     }
@@ -178,9 +267,7 @@ impl PackWriter {
             size >>= 7;
         }
         buf.push(first);
-        let mut z = flate2::write::ZlibEncoder::new(buf, flate2::Compression::fast());
-        z.write_all(data)?;
-        let buf = z.finish()?;
+        deflate_into(data, &mut buf)?;
         self.entries.push((id, self.offset, crc32fast::hash(&buf)));
         let r = self.put(&buf);
         self.buf = buf;
@@ -190,9 +277,9 @@ impl PackWriter {
     /// Completes the pack and its index, durably, under their final names
     /// in `objects/pack/`; gives the pack's name. Nothing is left behind if
     /// it fails.
-    pub fn finish(self) -> std::io::Result<String> {
+    pub fn finish(self, spares: Option<&Spares>) -> std::io::Result<String> {
         let tmp = self.tmp.clone();
-        let r = self.finish_inner();
+        let r = self.finish_inner(spares);
         if r.is_err() {
             let _ = std::fs::remove_file(&tmp);
             let _ = std::fs::remove_file(tmp.with_extension("idx"));
@@ -200,51 +287,208 @@ impl PackWriter {
         r
     }
 
-    fn finish_inner(mut self) -> std::io::Result<String> {
-        use std::io::{Read, Seek, SeekFrom};
-        self.file.flush()?;
-        let mut file = self.file.into_inner().map_err(std::io::Error::other)?;
+    fn finish_inner(self, spares: Option<&Spares>) -> std::io::Result<String> {
         let count = u32::try_from(self.entries.len())
             .map_err(|_| std::io::Error::other("too many objects for one pack"))?;
-        file.seek(SeekFrom::Start(8))?;
-        file.write_all(&count.to_be_bytes())?;
-        // The trailer is the SHA-1 of everything before it: read back
-        // (from the page cache) rather than kept twice in memory.
-        file.seek(SeekFrom::Start(0))?;
-        let mut chunk = vec![0u8; 64 << 10];
-        loop {
-            let n = file.read(&mut chunk)?;
-            if n == 0 {
-                break;
+        let packs = self.store.join("objects/pack");
+        // The pack's bytes are complete (count and trailer) before its
+        // name is known: the name is the trailer.
+        let (file, trailer) = match self.sink {
+            Sink::Memory(mut m) => {
+                m[8..12].copy_from_slice(&count.to_be_bytes());
+                let trailer: Oid = Sha1::digest(&m).into();
+                m.extend_from_slice(&trailer);
+                (Placed::Bytes(m), trailer)
             }
-            self.sum.update(&chunk[..n]);
-        }
-        let trailer: Oid = self.sum.finalize().into();
-        file.write_all(&trailer)?;
+            Sink::File(f) => {
+                use std::io::{Read, Seek, SeekFrom};
+                let mut file = f.into_inner().map_err(std::io::Error::other)?;
+                file.seek(SeekFrom::Start(8))?;
+                file.write_all(&count.to_be_bytes())?;
+                // The trailer is the SHA-1 of everything before it: read
+                // back (from the page cache) rather than kept in memory.
+                file.seek(SeekFrom::Start(0))?;
+                let mut sum = Sha1::new();
+                let mut chunk = vec![0u8; 64 << 10];
+                loop {
+                    let n = file.read(&mut chunk)?;
+                    if n == 0 {
+                        break;
+                    }
+                    sum.update(&chunk[..n]);
+                }
+                let trailer: Oid = sum.finalize().into();
+                file.write_all(&trailer)?;
+                (Placed::Tmp(file), trailer)
+            }
+        };
         let name = format!("pack-{}", hex(&trailer));
+        let pack_path = packs.join(format!("{name}.pack"));
+        let idx_path = packs.join(format!("{name}.idx"));
+        if pack_path.is_file() && std::fs::read(&idx_path).is_ok_and(|b| idx_ids(&b).is_some()) {
+            // The same objects, already in place and indexed (a pack's
+            // name is the hash of its bytes).
+            drop(file);
+            let _ = std::fs::remove_file(&self.tmp);
+            return Ok(name);
+        }
         let mut entries = self.entries;
         entries.sort_unstable_by_key(|a| a.0);
-        let idx = idx_bytes(&entries, &trailer);
-        let idx_tmp = self.tmp.with_extension("idx");
-        let mut f = tmp_file(&idx_tmp)?;
-        f.write_all(&idx)?;
-        // Both at once: on a journalling file system the two wait for one
-        // commit rather than one each.
-        let (a, b) = std::thread::scope(|s| {
-            let other = s.spawn(|| f.sync_data());
-            let mine = file.sync_data();
-            (mine, other.join())
-        });
-        a?;
-        b.map_err(|_| std::io::Error::other("syncing the pack index panicked"))??;
-        let packs = self.store.join("objects/pack");
-        // The pack first: git only looks for objects in a pack with an
-        // index.
-        std::fs::rename(&self.tmp, packs.join(format!("{name}.pack")))?;
-        std::fs::rename(&idx_tmp, packs.join(format!("{name}.idx")))?;
-        super::git::sync_dir(&packs)?;
+        // The index is made ready beside the store before the pack is
+        // synced, and goes into place only after: an index in place always
+        // stands beside a whole pack. It is not synced: a machine that
+        // loses it (power, not a kill) leaves a whole pack with no index or
+        // a torn one, which the next run of this store indexes again
+        // (`Checkpointer::index_again`, `git index-pack`) before it reads
+        // the store; nothing is lost, since the pack holds every object.
+        let new_file = |tmp: PathBuf| match spares.and_then(Spares::take) {
+            Some(spare) => Ok(spare),
+            None => tmp_file(&tmp).map(|f| (tmp, f)),
+        };
+        let (idx_tmp, mut f) = new_file(self.tmp.with_extension("idx"))?;
+        let written = f.write_all(&idx_bytes(&entries, &trailer));
+        drop(f);
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&idx_tmp);
+            return Err(e);
+        }
+        // The pack is written (or renamed) into its place and synced there:
+        // the sync carries its name to the disk with its data (a
+        // journalling file system commits the new entry with the data's
+        // blocks), so the directory's sync after it has nothing left to
+        // wait for. A pack in place without an index is not used by git,
+        // and one a kill or power loss cut short fails its checksum and is
+        // removed by the next run (no record can name it: records follow
+        // this sync).
+        let file = match file {
+            Placed::Bytes(m) => {
+                let (tmp, mut f) = new_file(self.tmp.clone())?;
+                let placed = f
+                    .write_all(&m)
+                    .and_then(|()| std::fs::rename(&tmp, &pack_path));
+                if let Err(e) = placed {
+                    let _ = std::fs::remove_file(&tmp);
+                    let _ = std::fs::remove_file(&idx_tmp);
+                    return Err(e);
+                }
+                f
+            }
+            Placed::Tmp(f) => {
+                std::fs::rename(&self.tmp, &pack_path)?;
+                f
+            }
+        };
+        if let Err(e) = file.sync_data().and_then(|()| super::git::sync_dir(&packs)) {
+            let _ = std::fs::remove_file(&pack_path);
+            let _ = std::fs::remove_file(&idx_tmp);
+            return Err(e);
+        }
+        if let Err(e) = std::fs::rename(&idx_tmp, &idx_path) {
+            let _ = std::fs::remove_file(&idx_tmp);
+            return Err(e);
+        }
         Ok(name)
     }
+}
+
+/// Empty files made ahead, on a thread of their own, for the next packs and
+/// indexes of one store: making a file (a new inode) costs this machine's
+/// file system far more than writing a small one, often more than a sync,
+/// so a checkpoint takes files made while the run was doing something else
+/// and only renames them. They are temporary files of the store's root
+/// (removed by [`clear_tmp`] after a kill, and when the pool is dropped);
+/// none need be durable, since each is written, renamed and synced by the
+/// checkpoint that takes it.
+pub struct Spares {
+    ready: std::sync::Arc<std::sync::Mutex<Vec<(PathBuf, std::fs::File)>>>,
+    wake: Option<std::sync::mpsc::Sender<()>>,
+    maker: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Files kept ready: a pack and its index, for two checkpoints.
+const SPARES: usize = 4;
+
+impl Spares {
+    /// A pool for the store at `git_dir`, filled at once in the background.
+    pub fn new(git_dir: &Path) -> Spares {
+        let ready = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (wake, asked) = std::sync::mpsc::channel::<()>();
+        let pool = std::sync::Arc::clone(&ready);
+        let dir = git_dir.to_path_buf();
+        let maker = std::thread::Builder::new()
+            .name("checkpoint-spares".into())
+            .spawn(move || {
+                static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+                while asked.recv().is_ok() {
+                    loop {
+                        let have = pool
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .len();
+                        if have >= SPARES {
+                            break;
+                        }
+                        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let path =
+                            dir.join(format!("{TMP_PREFIX}{}-spare-{n}", std::process::id()));
+                        // A store that cannot take a file now: the
+                        // checkpoint makes its own and says why if it must.
+                        let Ok(f) = tmp_file(&path) else { break };
+                        pool.lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .push((path, f));
+                    }
+                }
+            })
+            .ok();
+        let spares = Spares {
+            ready,
+            wake: maker.as_ref().map(|_| wake),
+            maker,
+        };
+        spares.refill();
+        spares
+    }
+
+    /// A file made ahead, if one is ready (the pool is refilled behind it).
+    fn take(&self) -> Option<(PathBuf, std::fs::File)> {
+        let f = self
+            .ready
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .pop();
+        self.refill();
+        f
+    }
+
+    fn refill(&self) {
+        if let Some(w) = &self.wake {
+            let _ = w.send(());
+        }
+    }
+}
+
+impl Drop for Spares {
+    fn drop(&mut self) {
+        drop(self.wake.take());
+        if let Some(t) = self.maker.take() {
+            let _ = t.join();
+        }
+        for (path, _) in self
+            .ready
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .drain(..)
+        {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// A finished pack's bytes: in memory, or in the temporary file.
+enum Placed {
+    Bytes(Vec<u8>),
+    Tmp(std::fs::File),
 }
 
 fn tmp_file(path: &Path) -> std::io::Result<std::fs::File> {

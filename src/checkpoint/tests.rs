@@ -341,6 +341,64 @@ fn what_a_kill_in_the_middle_of_a_pack_leaves_is_ignored_and_cleared() {
     );
 }
 
+#[test]
+fn a_pack_that_lost_its_index_is_indexed_again_and_a_torn_one_is_removed() {
+    let Some((dir, ws)) = scratch() else {
+        return;
+    };
+    std::fs::write(ws.join("f.txt"), "one\n").unwrap();
+    std::fs::write(ws.join("g.bin"), [0u8, 1, 2, 255]).unwrap();
+    let wal = dir.path().join("r.wal");
+    let store = super::store_dir(&wal);
+    let first = Checkpointer::new(&wal, &ws, Protected::none())
+        .take(None)
+        .unwrap();
+    let packs = store.join("objects/pack");
+    let files = |ext: &str| -> Vec<std::path::PathBuf> {
+        let mut v: Vec<_> = std::fs::read_dir(&packs)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == ext))
+            .collect();
+        v.sort();
+        v
+    };
+    let [pack] = files("pack").try_into().unwrap();
+    let [idx] = files("idx").try_into().unwrap();
+    let idx_bytes = std::fs::read(&idx).unwrap();
+    // A power loss after the pack's sync: its unsynced index is torn.
+    std::fs::write(&idx, &idx_bytes[..idx_bytes.len() / 2]).unwrap();
+    // And a pack a power loss cut short, with no index (never named by a
+    // record: records follow a pack's sync).
+    let torn = packs.join(format!("pack-{}.pack", "ab".repeat(20)));
+    std::fs::write(&torn, b"PACK\0\0\0\x02\0\0\0\x01 torn").unwrap();
+    std::fs::remove_file(super::index::cache_path(&store)).unwrap();
+    let mut cp = Checkpointer::new(&wal, &ws, Protected::none());
+    let t = cp.take(None).unwrap();
+    assert_eq!(t.tree, first.tree);
+    // The whole pack was indexed again by git (the same index git makes),
+    // so nothing was written again; the torn one is gone.
+    assert_eq!(files("pack"), vec![pack.clone()]);
+    assert_eq!(std::fs::read(&idx).unwrap(), idx_bytes);
+    assert!(!torn.exists());
+    assert!(super::objects::pack_is_whole(&pack));
+    let blob = cp
+        .git()
+        .run(&["cat-file", "blob", &format!("{}:f.txt", t.tree)], None)
+        .unwrap();
+    assert_eq!(blob, b"one\n");
+    // No temporary file or spare is left once the checkpointer is gone.
+    drop(cp);
+    let left: Vec<_> = std::fs::read_dir(&store)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("tmp-"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
 /// The tree real git makes of `ws` without the paths `except` (fresh index).
 fn git_write_tree_except(dir: &std::path::Path, ws: &std::path::Path, except: &[&str]) -> String {
     let _ = std::fs::remove_file(dir.join("other.index"));

@@ -94,10 +94,6 @@ impl Scope {
                 .any(|(i, b)| *b == b'/' && set.contains(&p[..i]))
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.paths.is_empty()
-    }
-
     pub fn paths(&self) -> impl Iterator<Item = &[u8]> {
         self.paths.iter().map(Vec::as_slice)
     }
