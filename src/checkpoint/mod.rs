@@ -9,8 +9,7 @@
 //! blob id, so only files whose stat changed are read and hashed again and
 //! only the trees on their paths are made again; the new objects of one
 //! checkpoint go to one pack (objects.rs), durable with one wait for the
-//! disk. The
-//! `git` binary is used for diffs, restores and a fork's copy. See
+//! disk. The `git` binary is used for diffs, restores and a fork's copy. See
 //! docs/design.md ("Workspace checkpoints") for why and how it is made
 //! durable and safe.
 //!

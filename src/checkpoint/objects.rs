@@ -362,7 +362,13 @@ impl PackWriter {
         // this sync).
         let file = match file {
             Placed::Bytes(m) => {
-                let (tmp, mut f) = new_file(self.tmp.clone())?;
+                let (tmp, mut f) = match new_file(self.tmp.clone()) {
+                    Ok(made) => made,
+                    Err(e) => {
+                        let _ = std::fs::remove_file(&idx_tmp);
+                        return Err(e);
+                    }
+                };
                 let placed = f
                     .write_all(&m)
                     .and_then(|()| std::fs::rename(&tmp, &pack_path));
