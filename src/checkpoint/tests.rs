@@ -296,19 +296,37 @@ fn a_new_checkpointer_uses_the_saved_index_and_survives_a_damaged_or_stale_one()
     assert_eq!(ls.lines().count(), 8, "{ls}");
 }
 
-#[test]
-fn what_a_kill_in_the_middle_of_a_pack_leaves_is_ignored_and_cleared() {
-    let Some((dir, ws)) = scratch() else {
-        return;
-    };
-    std::fs::write(ws.join("f.txt"), "one\n").unwrap();
+/// A scratch workspace holding `files`, checkpointed once into the store of
+/// `r.wal`: (scratch, workspace, log, store, the checkpoint).
+fn stored_once(
+    files: &[(&str, &[u8])],
+) -> Option<(
+    tempfile::TempDir,
+    std::path::PathBuf,
+    std::path::PathBuf,
+    std::path::PathBuf,
+    super::Taken,
+)> {
+    let (dir, ws) = scratch()?;
+    for (name, bytes) in files {
+        std::fs::write(ws.join(name), bytes).unwrap();
+    }
     let wal = dir.path().join("r.wal");
     let store = super::store_dir(&wal);
     let first = Checkpointer::new(&wal, &ws, Protected::none())
         .take(None)
         .unwrap();
+    Some((dir, ws, wal, store, first))
+}
+
+#[test]
+fn what_a_kill_in_the_middle_of_a_pack_leaves_is_ignored_and_cleared() {
+    let Some((_dir, ws, wal, store, first)) = stored_once(&[("f.txt", b"one\n")]) else {
+        return;
+    };
     // A kill between the pack's rename and its index's: the pack is there
-    // without an index, and a temp file is left in the store's root.
+    // without an index (the next process indexes it again), and a temp file
+    // is left in the store's root.
     let packs = store.join("objects/pack");
     for e in std::fs::read_dir(&packs).unwrap().flatten() {
         if e.path().extension().is_some_and(|x| x == "idx") {
@@ -318,8 +336,7 @@ fn what_a_kill_in_the_middle_of_a_pack_leaves_is_ignored_and_cleared() {
     let tmp = store.join("tmp-tinyagent-1-0.pack");
     std::fs::write(&tmp, "PACK torn").unwrap();
     std::fs::remove_file(super::index::cache_path(&store)).unwrap();
-    // The next process does not count on those objects: it writes them
-    // again, and git finds everything.
+    // The next process finds everything, and so does git.
     let mut cp = Checkpointer::new(&wal, &ws, Protected::none());
     let t = cp.take(None).unwrap();
     assert_eq!((t.tree.as_str(), t.changed_count), (first.tree.as_str(), 1));
@@ -343,16 +360,11 @@ fn what_a_kill_in_the_middle_of_a_pack_leaves_is_ignored_and_cleared() {
 
 #[test]
 fn a_pack_that_lost_its_index_is_indexed_again_and_a_torn_one_is_removed() {
-    let Some((dir, ws)) = scratch() else {
+    let Some((_dir, ws, wal, store, first)) =
+        stored_once(&[("f.txt", b"one\n"), ("g.bin", &[0u8, 1, 2, 255])])
+    else {
         return;
     };
-    std::fs::write(ws.join("f.txt"), "one\n").unwrap();
-    std::fs::write(ws.join("g.bin"), [0u8, 1, 2, 255]).unwrap();
-    let wal = dir.path().join("r.wal");
-    let store = super::store_dir(&wal);
-    let first = Checkpointer::new(&wal, &ws, Protected::none())
-        .take(None)
-        .unwrap();
     let packs = store.join("objects/pack");
     let files = |ext: &str| -> Vec<std::path::PathBuf> {
         let mut v: Vec<_> = std::fs::read_dir(&packs)
