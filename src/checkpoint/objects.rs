@@ -278,16 +278,8 @@ impl PackWriter {
     /// in `objects/pack/`; gives the pack's name. Nothing is left behind if
     /// it fails.
     pub fn finish(self, spares: Option<&Spares>) -> std::io::Result<String> {
-        let tmp = self.tmp.clone();
-        let r = self.finish_inner(spares);
-        if r.is_err() {
-            let _ = std::fs::remove_file(&tmp);
-            let _ = std::fs::remove_file(tmp.with_extension("idx"));
-        }
-        r
-    }
-
-    fn finish_inner(self, spares: Option<&Spares>) -> std::io::Result<String> {
+        // Removed on every way out but success.
+        let mut left = Leftovers(vec![self.tmp.clone()]);
         let count = u32::try_from(self.entries.len())
             .map_err(|_| std::io::Error::other("too many objects for one pack"))?;
         let packs = self.store.join("objects/pack");
@@ -325,11 +317,14 @@ impl PackWriter {
         let name = format!("pack-{}", hex(&trailer));
         let pack_path = packs.join(format!("{name}.pack"));
         let idx_path = packs.join(format!("{name}.idx"));
-        if pack_path.is_file() && std::fs::read(&idx_path).is_ok_and(|b| idx_ids(&b).is_some()) {
+        // A pack of this name already in place holds these very bytes; one
+        // without its index (it could not be indexed again) is replaced by
+        // the same bytes, and never removed if this fails.
+        let in_place = pack_path.is_file();
+        if in_place && std::fs::read(&idx_path).is_ok_and(|b| idx_ids(&b).is_some()) {
             // The same objects, already in place and indexed (a pack's
             // name is the hash of its bytes).
             drop(file);
-            let _ = std::fs::remove_file(&self.tmp);
             return Ok(name);
         }
         let mut entries = self.entries;
@@ -346,12 +341,9 @@ impl PackWriter {
             None => tmp_file(&tmp).map(|f| (tmp, f)),
         };
         let (idx_tmp, mut f) = new_file(self.tmp.with_extension("idx"))?;
-        let written = f.write_all(&idx_bytes(&entries, &trailer));
+        left.0.push(idx_tmp.clone());
+        f.write_all(&idx_bytes(&entries, &trailer))?;
         drop(f);
-        if let Err(e) = written {
-            let _ = std::fs::remove_file(&idx_tmp);
-            return Err(e);
-        }
         // The pack is written (or renamed) into its place and synced there:
         // the sync carries its name to the disk with its data (a
         // journalling file system commits the new entry with the data's
@@ -362,37 +354,29 @@ impl PackWriter {
         // this sync).
         let file = match file {
             Placed::Bytes(m) => {
-                let (tmp, mut f) = match new_file(self.tmp.clone()) {
-                    Ok(made) => made,
-                    Err(e) => {
-                        let _ = std::fs::remove_file(&idx_tmp);
-                        return Err(e);
-                    }
-                };
-                let placed = f
-                    .write_all(&m)
-                    .and_then(|()| std::fs::rename(&tmp, &pack_path));
-                if let Err(e) = placed {
-                    let _ = std::fs::remove_file(&tmp);
-                    let _ = std::fs::remove_file(&idx_tmp);
-                    return Err(e);
+                let (tmp, mut f) = new_file(self.tmp.clone())?;
+                left.0.push(tmp.clone());
+                f.write_all(&m)?;
+                if !in_place {
+                    left.0.push(pack_path.clone());
                 }
+                std::fs::rename(&tmp, &pack_path)?;
                 f
             }
             Placed::Tmp(f) => {
+                if !in_place {
+                    left.0.push(pack_path.clone());
+                }
                 std::fs::rename(&self.tmp, &pack_path)?;
                 f
             }
         };
-        if let Err(e) = file.sync_data().and_then(|()| super::git::sync_dir(&packs)) {
-            let _ = std::fs::remove_file(&pack_path);
-            let _ = std::fs::remove_file(&idx_tmp);
-            return Err(e);
-        }
-        if let Err(e) = std::fs::rename(&idx_tmp, &idx_path) {
-            let _ = std::fs::remove_file(&idx_tmp);
-            return Err(e);
-        }
+        file.sync_data()?;
+        super::git::sync_dir(&packs)?;
+        // Durable now: only the index is left to remove if it fails.
+        left.0.retain(|p| *p == idx_tmp);
+        std::fs::rename(&idx_tmp, &idx_path)?;
+        left.0.clear();
         Ok(name)
     }
 }
@@ -487,6 +471,17 @@ impl Drop for Spares {
             .drain(..)
         {
             let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// Files a pack that failed leaves: removed when dropped.
+struct Leftovers(Vec<PathBuf>);
+
+impl Drop for Leftovers {
+    fn drop(&mut self) {
+        for p in &self.0 {
+            let _ = std::fs::remove_file(p);
         }
     }
 }
