@@ -18,6 +18,11 @@ fn weed(test: &str) -> Option<&'static Weed> {
     require("s3", test, s3::shared())
 }
 
+/// The call the tests stop a run in: `bash` sleeping `secs`, id `long`.
+fn long_call(secs: &str) -> MockReply {
+    MockReply::tool_call("bash", json!({"command": format!("sleep {secs}")})).with_ids(&["long"])
+}
+
 fn wait_until(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(secs);
     while !f() {
@@ -176,9 +181,7 @@ fn lose_the_machine_and_resume_from_the_bucket_elsewhere() {
             .with_usage(100, 10),
         MockReply::tool_call("write", json!({"path": "sub/b.txt", "content": "two\n"}))
             .with_usage(100, 10),
-        MockReply::tool_call("bash", json!({"command": "sleep 4.25"}))
-            .with_ids(&["long"])
-            .with_usage(200, 20),
+        long_call("4.25").with_usage(200, 20),
         MockReply::text("finished elsewhere").with_usage(300, 30),
         MockReply::text("finished here").with_usage(300, 30),
     ]);
@@ -274,7 +277,7 @@ fn two_resumers_at_once_one_wins_the_other_is_told_who_holds_the_run() {
     };
     let url = format!("{}/runs", w.bucket("two-resumers"));
     let server = MockServer::start(vec![
-        MockReply::tool_call("bash", json!({"command": "sleep 4.5"})).with_ids(&["long"]),
+        long_call("4.5"),
         // The resumed runs: slow answers, so the two overlap.
         MockReply::tool_call("bash", json!({"command": "sleep 1"}))
             .with_ids(&["r1"])
@@ -332,7 +335,7 @@ fn a_paused_writer_whose_run_was_taken_over_stops_on_sigcont_without_acknowledgi
     };
     let url = format!("{}/runs", w.bucket("paused-writer"));
     let server = MockServer::start(vec![
-        MockReply::tool_call("bash", json!({"command": "sleep 2"})).with_ids(&["long"]),
+        long_call("2"),
         MockReply::text("finished on the other machine"),
     ]);
     let one = Sandbox::new();
@@ -395,7 +398,7 @@ fn sync_mode_stops_when_the_bucket_goes_away_with_nothing_unreplicated_acknowled
     let url = format!("{}/runs", own.bucket("sync-fault"));
     let server = MockServer::start(vec![
         MockReply::tool_call("write", json!({"path": "a.txt", "content": "1"})),
-        MockReply::tool_call("bash", json!({"command": "sleep 1.5"})).with_ids(&["long"]),
+        long_call("1.5"),
         MockReply::text("never reached"),
     ]);
     let one = Sandbox::new();
@@ -450,7 +453,7 @@ fn async_mode_finishes_while_the_bucket_is_away_and_catches_up() {
     };
     let url = format!("{}/runs", own.bucket("async-fault"));
     let server = MockServer::start(vec![
-        MockReply::tool_call("bash", json!({"command": "sleep 0.5"})).with_ids(&["long"]),
+        long_call("0.5"),
         MockReply::tool_call("write", json!({"path": "a.txt", "content": "1"})),
         MockReply::tool_call("write", json!({"path": "b.txt", "content": "2"})),
         MockReply::text("finished"),
@@ -575,7 +578,7 @@ fn a_local_resume_goes_on_replicating_and_a_machine_left_behind_is_refused() {
     };
     let url = format!("{}/runs", w.bucket("local-resume"));
     let server = MockServer::start(vec![
-        MockReply::tool_call("bash", json!({"command": "sleep 3.5"})).with_ids(&["long"]),
+        long_call("3.5"),
         MockReply::text("done here"),
         MockReply::text("more, elsewhere"),
     ]);
@@ -674,10 +677,7 @@ fn replication_settings_beside_a_log_that_this_machine_did_not_write_are_refused
         return;
     };
     let url = format!("{}/runs", w.bucket("forged-sidecar"));
-    let server = MockServer::start(vec![
-        MockReply::tool_call("bash", json!({"command": "sleep 3.5"})).with_ids(&["long"]),
-        MockReply::text("never"),
-    ]);
+    let server = MockServer::start(vec![long_call("3.5"), MockReply::text("never")]);
     let (one, _id) = stopped_run(w, &url, &server);
     // Someone (a tool in the local environment, or whoever handed the log
     // over) points the run at another bucket and another workspace.
