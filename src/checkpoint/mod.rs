@@ -406,7 +406,12 @@ impl Checkpointer {
                 // The temporary files of the store's root are cleared as
                 // the state is loaded: spares made before go with them.
                 self.spares = None;
-                let state = self.load_state();
+                let (state, unindexed) = self.load_state();
+                if let Some(why) = unindexed
+                    && self.warning.is_none()
+                {
+                    self.warning = Some(format!("checkpoints: {why}"));
+                }
                 self.spares = Some(objects::Spares::new(&self.git.git_dir));
                 state
             }
@@ -431,15 +436,18 @@ impl Checkpointer {
     /// The store's objects and the cached index (first use in a process:
     /// temporary files or a lock a killed process left are stale, as the
     /// run holds the log's lock).
-    fn load_state(&self) -> State {
+    fn load_state(&self) -> (State, Option<String>) {
         let dir = &self.git.git_dir;
         clear_stale_lock(dir);
         objects::clear_tmp(dir);
         let (mut known, unindexed) = objects::known_objects(&dir.join("objects"));
+        let mut failed = None;
         for pack in unindexed {
-            self.index_again(&pack, &mut known);
+            if let Err(why) = self.index_again(&pack, &mut known) {
+                failed.get_or_insert(why);
+            }
         }
-        match index::load(dir, &|id| known.contains(id)) {
+        let state = match index::load(dir, &|id| known.contains(id)) {
             Some((root, tree)) => State {
                 root,
                 tree,
@@ -452,7 +460,8 @@ impl Checkpointer {
                 known,
                 saved: false,
             },
-        }
+        };
+        (state, failed)
     }
 
     /// A pack left without a whole index (a power loss after the pack was
@@ -462,23 +471,30 @@ impl Checkpointer {
     /// record names it (the record follows the pack's sync): it is removed,
     /// with what is left of its index. A whole pack is never removed; if it
     /// cannot be indexed now, its objects count as missing and the next
-    /// checkpoint writes them again.
-    fn index_again(&self, pack: &Path, known: &mut HashSet<Oid>) {
+    /// checkpoint writes them again; the error says so (the checkpointer's
+    /// warning).
+    fn index_again(&self, pack: &Path, known: &mut HashSet<Oid>) -> Result<(), String> {
         let idx = pack.with_extension("idx");
-        if !objects::pack_is_whole(pack) {
-            let _ = std::fs::remove_file(&idx);
-            let _ = std::fs::remove_file(pack);
-            return;
-        }
         let _ = std::fs::remove_file(&idx);
-        if self
-            .git
-            .run(&["index-pack", &pack.to_string_lossy()], None)
-            .is_ok()
-            && let Some(ids) = std::fs::read(&idx).ok().and_then(|b| objects::idx_ids(&b))
-        {
-            known.extend(ids);
+        if !objects::pack_is_whole(pack) {
+            let _ = std::fs::remove_file(pack);
+            return Ok(());
         }
+        let cannot = |why: String| {
+            format!(
+                "{} has no whole index and could not be indexed again ({why}); its objects are stored again",
+                pack.display()
+            )
+        };
+        self.git
+            .run(&["index-pack", &pack.to_string_lossy()], None)
+            .map_err(|e| cannot(e.to_string()))?;
+        let ids = std::fs::read(&idx)
+            .ok()
+            .and_then(|b| objects::idx_ids(&b))
+            .ok_or_else(|| cannot("git wrote no whole index".into()))?;
+        known.extend(ids);
+        Ok(())
     }
 
     fn take_with(
