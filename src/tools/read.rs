@@ -97,7 +97,14 @@ fn read_file(ctx: &ToolContext, args: &ReadArgs) -> Result<ToolOutcome, ToolOutc
     }
     let offset = args.offset.unwrap_or(1).max(1);
     let limit = args.limit.unwrap_or(DEFAULT_LIMIT).max(1);
-    let mut reader = BufReader::new(std::io::Cursor::new(head).chain(file));
+    // A file the sniff read to its end is not read again (each line's
+    // refill would ask the kernel once more for what is not there).
+    let rest: Box<dyn Read> = if head.len() < BINARY_SNIFF {
+        Box::new(std::io::empty())
+    } else {
+        Box::new(file)
+    };
+    let mut reader = BufReader::new(std::io::Cursor::new(head).chain(rest));
     let mut out = String::new();
     let mut lines = Lines::default();
     let mut number = 0u64;
