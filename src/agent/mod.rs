@@ -20,8 +20,8 @@ pub(crate) mod resume;
 
 use crate::config::RunConfig;
 use crate::event::{
-    ChatWaiting, Event, HookRun, ModelResponse, ProcessExited, RunFinished, RunStatus, StepSaved,
-    ToolCall, ToolResult, Usage, UserMessage,
+    ChatWaiting, Event, HookRun, Message, ModelResponse, ProcessExited, RunFinished, RunStatus,
+    StepSaved, ToolCall, ToolResult, Usage, UserMessage,
 };
 use crate::model::Provider;
 use crate::session::State;
@@ -340,14 +340,7 @@ impl Agent {
                 }
             };
             let mut message = reply.message;
-            normalise_call_ids(
-                &mut message.tool_calls,
-                step,
-                self.state()
-                    .view
-                    .iter()
-                    .flat_map(|m| m.tool_calls.iter().map(|c| c.id.as_str())),
-            );
+            normalise_call_ids(&mut message.tool_calls, step, &self.state().view);
             let cost = cost_of(
                 &reply.usage,
                 self.config.model.price_in,
@@ -578,27 +571,63 @@ impl Agent {
 
 /// Gives every call a unique, non-empty id (some servers send none, or
 /// repeat them within a response or across steps); the log and the model
-/// both need ids that name one call. `earlier` are the ids the model's view
-/// already holds.
-fn normalise_call_ids<'a>(
-    calls: &mut [ToolCall],
-    step: u64,
-    earlier: impl Iterator<Item = &'a str>,
-) {
-    if calls.is_empty() {
-        return;
-    }
-    // The view's ids borrowed (no copy of them a step), this reply's own.
-    let earlier: std::collections::HashSet<&str> = earlier.collect();
-    let mut taken: std::collections::HashSet<String> = std::collections::HashSet::new();
-    for (i, c) in calls.iter_mut().enumerate() {
-        if c.id.is_empty() || earlier.contains(c.id.as_str()) || !taken.insert(c.id.clone()) {
+/// both need ids that name one call. `view` is the model's view, whose
+/// calls' ids are taken.
+///
+/// The ids are looked up by scanning, not collected into a set: a response
+/// has a call or a few, and hashing every id of the view each step cost
+/// more than comparing them (most differ in length or first bytes).
+fn normalise_call_ids(calls: &mut [ToolCall], step: u64, view: &[Message]) {
+    let in_view = |id: &str| view.iter().any(|m| m.tool_calls.iter().any(|c| c.id == id));
+    for i in 0..calls.len() {
+        let (before, rest) = calls.split_at_mut(i);
+        let taken = |id: &str| in_view(id) || before.iter().any(|b| b.id == id);
+        let Some(call) = rest.first_mut() else { break };
+        if call.id.is_empty() || taken(&call.id) {
             let mut id = ToolCall::fallback_id(step, i);
-            while earlier.contains(id.as_str()) || taken.contains(&id) {
+            while taken(&id) {
                 id.push('_');
             }
-            c.id = id;
-            taken.insert(c.id.clone());
+            call.id = id;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::normalise_call_ids;
+    use crate::event::{Message, ToolCall};
+
+    fn call(id: &str) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            name: "read".into(),
+            arguments: "{}".into(),
+        }
+    }
+
+    fn ids(calls: &[ToolCall]) -> Vec<&str> {
+        calls.iter().map(|c| c.id.as_str()).collect()
+    }
+
+    #[test]
+    fn every_call_gets_an_id_no_other_call_has() {
+        let view = vec![
+            Message::user("go"),
+            Message::assistant("", vec![call("a"), call("call_3_1")]),
+            Message::tool("a", "read", "ok", false),
+        ];
+        // Unique ids are kept as the server sent them.
+        let mut calls = vec![call("x"), call("y")];
+        normalise_call_ids(&mut calls, 3, &view);
+        assert_eq!(ids(&calls), ["x", "y"]);
+        // Empty, repeated within the reply, or already in the view: the
+        // fallback, made unique against the view and the reply's own.
+        let mut calls = vec![call(""), call("a"), call("z"), call("z"), call("call_3_0")];
+        normalise_call_ids(&mut calls, 3, &view);
+        assert_eq!(
+            ids(&calls),
+            ["call_3_0", "call_3_1_", "z", "call_3_3", "call_3_4"]
+        );
     }
 }
