@@ -15,6 +15,10 @@
 //! The members come in alphabetical order, as a `serde_json::Value` tree of
 //! the same request prints them, so the bytes are exactly what the tree
 //! ([`request_tree`]) would have sent.
+//!
+//! A request whose view is of the same line as the last one's (see
+//! `session::View`: only appended to since) skips even the comparison: its
+//! first messages are the kept ones, and only the new ones are serialized.
 
 use super::{ModelRequest, Purpose};
 use crate::event::{Message, Role};
@@ -31,6 +35,9 @@ const RESYNC_WINDOW: usize = 2;
 #[derive(Default)]
 pub(crate) struct WireCache {
     kept: Vec<(Message, Vec<u8>)>,
+    /// The line of the view `kept` was made from (`kept` holds its
+    /// messages, one entry each, in order).
+    line: Option<u64>,
     rest: Option<(RestKey, Vec<u8>)>,
 }
 
@@ -57,6 +64,7 @@ impl std::fmt::Debug for WireCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WireCache")
             .field("messages", &self.kept.len())
+            .field("line", &self.line)
             .field("rest_bytes", &self.rest.as_ref().map(|(_, b)| b.len()))
             .finish()
     }
@@ -70,27 +78,16 @@ impl WireCache {
         req: &ModelRequest,
         stream: bool,
     ) -> Vec<u8> {
-        let mut old: Vec<Option<(Message, Vec<u8>)>> = std::mem::take(&mut self.kept)
-            .into_iter()
-            .map(Some)
-            .collect();
-        let mut at = 0;
-        let mut kept = Vec::with_capacity(req.messages.len());
-        for m in &req.messages {
-            let hit = (at..old.len().min(at + RESYNC_WINDOW + 1))
-                .find(|&i| old[i].as_ref().is_some_and(|(kept, _)| kept == m));
-            match hit.and_then(|i| old[i].take().map(|k| (i, k))) {
-                Some((i, k)) => {
-                    at = i + 1;
-                    kept.push(k);
-                }
-                // Serializing borrowed strings cannot fail.
-                None => kept.push((
-                    m.clone(),
-                    serde_json::to_vec(&WireMessage::of(m)).unwrap_or_default(),
-                )),
-            }
-        }
+        let line = req.messages.line();
+        let (mut kept, new) = if self.line == Some(line) && self.kept.len() <= req.messages.len() {
+            // The same line: the kept messages are this view's first ones.
+            let kept = std::mem::take(&mut self.kept);
+            let n = kept.len();
+            (kept, &req.messages[n..])
+        } else {
+            (self.matched(req), &req.messages[req.messages.len()..])
+        };
+        kept.extend(new.iter().map(entry));
         let key = RestKey {
             model: model.to_string(),
             stream,
@@ -118,9 +115,40 @@ impl WireCache {
         // `rest` is `{"model":...}`: its members follow the messages.
         out.extend_from_slice(rest_json.get(1..).unwrap_or(b"}"));
         self.kept = kept;
+        self.line = Some(line);
         self.rest = Some(rest);
         out
     }
+
+    /// Every message of `req` with its JSON: the kept one's bytes where it
+    /// equals a kept message (compared in full), serialized anew otherwise.
+    fn matched(&mut self, req: &ModelRequest) -> Vec<(Message, Vec<u8>)> {
+        let mut old: Vec<Option<(Message, Vec<u8>)>> = std::mem::take(&mut self.kept)
+            .into_iter()
+            .map(Some)
+            .collect();
+        let mut at = 0;
+        let mut kept = Vec::with_capacity(req.messages.len());
+        for m in &req.messages {
+            let hit = (at..old.len().min(at + RESYNC_WINDOW + 1))
+                .find(|&i| old[i].as_ref().is_some_and(|(kept, _)| kept == m));
+            match hit.and_then(|i| old[i].take().map(|k| (i, k))) {
+                Some((i, k)) => {
+                    at = i + 1;
+                    kept.push(k);
+                }
+                None => kept.push(entry(m)),
+            }
+        }
+        kept
+    }
+}
+
+/// A message kept with its JSON.
+fn entry(m: &Message) -> (Message, Vec<u8>) {
+    // Serializing borrowed strings cannot fail.
+    let json = serde_json::to_vec(&WireMessage::of(m)).unwrap_or_default();
+    (m.clone(), json)
 }
 
 /// The request as a JSON tree (what is sent is [`WireCache::request_bytes`],
@@ -360,6 +388,45 @@ mod tests {
         check(&mut cache, &request(compacted, Purpose::Step), false);
         check(&mut cache, &request(Vec::new(), Purpose::Summary), false);
         check(&mut cache, &request(messages, Purpose::Step), false);
+    }
+
+    #[test]
+    fn a_view_of_the_same_line_reuses_its_bytes_and_every_other_change_is_sent() {
+        use crate::session::View;
+        let mut cache = WireCache::default();
+        let of = |v: &View| ModelRequest {
+            messages: v.clone(),
+            ..request(Vec::new(), Purpose::Step)
+        };
+        let mut view = View::from(view());
+        check(&mut cache, &of(&view), false);
+        // Appended to while nobody else holds it: the same line.
+        let line = view.line();
+        view.push(Message::user("more"));
+        assert_eq!(view.line(), line);
+        let tree = check(&mut cache, &of(&view), false);
+        assert_eq!(tree["messages"][7]["content"], "more");
+        // A change in place starts a new line, and is what is sent.
+        view[1].content = "changed".into();
+        assert_ne!(view.line(), line);
+        let tree = check(&mut cache, &of(&view), false);
+        assert_eq!(tree["messages"][1]["content"], "changed");
+        // Two holders append different messages: the one that had to copy
+        // is a line of its own; each is sent with its own message.
+        let mut other = view.clone();
+        check(&mut cache, &of(&view), false);
+        view.push(Message::user("mine"));
+        other.push(Message::user("theirs"));
+        assert_ne!(view.line(), other.line());
+        let tree = check(&mut cache, &of(&other), false);
+        assert_eq!(tree["messages"][8]["content"], "theirs");
+        let tree = check(&mut cache, &of(&view), false);
+        assert_eq!(tree["messages"][8]["content"], "mine");
+        let tree = check(&mut cache, &of(&other), false);
+        assert_eq!(tree["messages"][8]["content"], "theirs");
+        // Shorter than what was kept (a clone taken before the pushes).
+        let short = View::from(view[..3].to_vec());
+        check(&mut cache, &of(&short), false);
     }
 
     #[test]
