@@ -237,16 +237,20 @@ impl Output {
         round_floats(&mut body);
         // Serialized straight into bytes (the same JSON `Display` prints,
         // without going through the formatter a piece at a time).
-        if let Some(lines) = self.held.borrow_mut().as_mut() {
-            if serde_json::to_writer(&mut *lines, &body).is_ok() {
-                lines.push(b'\n');
-            }
-            return;
-        }
         let mut line = serde_json::to_vec(&body).unwrap_or_default();
         line.push(b'\n');
+        self.emit(&line);
+    }
+
+    /// Writes one `--json` line: into what [`Output::hold`] holds, or to
+    /// stdout at once.
+    fn emit(&self, line: &[u8]) {
+        if let Some(lines) = self.held.borrow_mut().as_mut() {
+            lines.extend_from_slice(line);
+            return;
+        }
         let mut out = std::io::stdout().lock();
-        let _ = out.write_all(&line);
+        let _ = out.write_all(line);
         let _ = out.flush();
     }
 
@@ -320,7 +324,9 @@ impl Output {
     /// Reports a durable record: the matching `--json` event, or a human line.
     pub fn record(&mut self, seq: u64, event: &Event) {
         if self.json {
-            if let Some((name, body)) = json_event(seq, event) {
+            if let Some(line) = record_line(seq, event) {
+                self.emit(&line);
+            } else if let Some((name, body)) = json_event(seq, event) {
                 self.event(name, body);
             }
         } else {
@@ -484,19 +490,180 @@ fn indent(s: &str) -> String {
         .join("\n")
 }
 
+/// The `--json` event's name for a record: its type, but `tool.result` is
+/// reported as `tool.finished`.
+fn event_name(event: &Event) -> &'static str {
+    match event {
+        Event::ToolResult(_) => "tool.finished",
+        other => other.kind(),
+    }
+}
+
+/// Writes floats rounded to 6 decimals, as [`round_floats`] leaves them in
+/// a tree; everything else as the compact formatter does.
+struct Rounded;
+
+impl serde_json::ser::Formatter for Rounded {
+    fn write_f64<W: ?Sized + Write>(&mut self, writer: &mut W, value: f64) -> std::io::Result<()> {
+        let rounded = (value * 1e6).round() / 1e6;
+        let value = if rounded.is_finite() { rounded } else { value };
+        serde_json::ser::CompactFormatter.write_f64(writer, value)
+    }
+}
+
+/// The `--json` line for a record, made from the record itself with no JSON
+/// tree in between (four of these a step): `{"event":..,"seq":..,` then the
+/// record's data members in the log's order, then `"ts"`. `None` for
+/// `run.finished`, which takes the run's totals too and goes through
+/// [`Output::event`], and for anything not shaped as expected.
+fn record_line(seq: u64, event: &Event) -> Option<Vec<u8>> {
+    if matches!(event, Event::RunFinished(_)) {
+        return None;
+    }
+    let mut record = Vec::with_capacity(512);
+    let mut ser = serde_json::Serializer::with_formatter(&mut record, Rounded);
+    serde::Serialize::serialize(event, &mut ser).ok()?;
+    // The record is `{"type":"<kind>","data":{...}}` (adjacently tagged,
+    // the type first); its data's members are what the event carries.
+    let head = format!("{{\"type\":\"{}\",\"data\":{{", event.kind());
+    let members = record.strip_prefix(head.as_bytes())?.strip_suffix(b"}}")?;
+    let ts = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
+    let name = event_name(event);
+    let mut line = Vec::with_capacity(members.len() + name.len() + ts.len() + 48);
+    line.extend_from_slice(b"{\"event\":\"");
+    line.extend_from_slice(name.as_bytes());
+    line.extend_from_slice(b"\",\"seq\":");
+    line.extend_from_slice(seq.to_string().as_bytes());
+    line.push(b',');
+    if !members.is_empty() {
+        line.extend_from_slice(members);
+        line.push(b',');
+    }
+    line.extend_from_slice(b"\"ts\":\"");
+    line.extend_from_slice(ts.as_bytes());
+    line.extend_from_slice(b"\"}\n");
+    Some(line)
+}
+
 /// The `--json` event for a record: the record's data plus `event` and `seq`.
 /// `tool.result` is reported as `tool.finished`.
 pub fn json_event(seq: u64, event: &Event) -> Option<(&'static str, Value)> {
     let mut v = serde_json::to_value(event).ok()?;
     let mut data = v.get_mut("data").map(Value::take).unwrap_or(Value::Null);
-    let name = match event {
-        Event::ToolResult(_) => "tool.finished",
-        // Its text and calls are in `message`, once.
-        Event::ModelResponse(_) => "model.response",
-        other => other.kind(),
-    };
+    let name = event_name(event);
     if let Value::Object(m) = &mut data {
         m.insert("seq".into(), json!(seq));
     }
     Some((name, data))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{event_name, json_event, record_line, round_floats};
+    use crate::event::{
+        CallProcess, Event, HookRun, RunStatus, StepSaved, ToolResult, ToolStarted, Usage,
+    };
+    use crate::session::testkit as kit;
+    use serde_json::Value;
+
+    /// What the tree path prints for a record, as a tree, without `ts`.
+    fn through_a_tree(seq: u64, event: &Event) -> Value {
+        let (name, mut body) = json_event(seq, event).unwrap();
+        body["event"] = Value::String(name.into());
+        round_floats(&mut body);
+        body
+    }
+
+    fn records() -> Vec<Event> {
+        let mut all = vec![
+            kit::run_started(true),
+            kit::response(
+                2,
+                "text \"quoted\" é\n",
+                vec![kit::call("c1", "bash"), kit::call("c2", "read")],
+                (10, 5),
+                0.1 + 0.2,
+            ),
+            kit::response(3, "", vec![], (0, 0), 125.559_020_999_999_99),
+            kit::started(2, "c1", "bash"),
+            Event::ToolStarted(ToolStarted {
+                process: Some(CallProcess {
+                    pid: 7,
+                    pgid: 7,
+                    start_time: Some(99),
+                    ..serde_json::from_value(serde_json::json!({"pid": 1, "pgid": 1})).unwrap()
+                }),
+                ..ToolStarted::new(2, &kit::call("c2", "bash"))
+            }),
+            kit::result(2, "c1", "bash", "out\tput \u{1}", false),
+            kit::result(2, "c2", "read", "", true),
+            Event::ToolResult(ToolResult {
+                rerun: true,
+                signal: Some("SIGINT".into()),
+                hooks: vec![HookRun {
+                    hook: "pre_tool".into(),
+                    outcome: "allow".into(),
+                    detail: Some("ok".into()),
+                }],
+                ..ToolResult::interrupted(2, "c3", "grep")
+            }),
+            kit::saved(2),
+            Event::StepSaved(StepSaved {
+                step: 3,
+                usage_total: Usage {
+                    input_tokens: u64::MAX,
+                    output_tokens: 3,
+                },
+                cost_usd_total: 1.0 / 3.0,
+            }),
+            kit::plan_updated(
+                4,
+                2,
+                vec![kit::item("a", "do it", crate::event::PlanStatus::Done)],
+                "+ a",
+            ),
+            kit::process_started("p1", 42, "sleep 9", 4),
+            kit::process_exited("p1", Some(0)),
+            kit::resume("[Resumed] ...", Some("go on"), None),
+        ];
+        // Every record of a real run's log too.
+        let wal = include_str!("../../tests/fixtures/previous-format/fixture.wal");
+        for line in wal.lines() {
+            let v: Value = serde_json::from_str(line).unwrap();
+            let record = serde_json::json!({"type": v["type"], "data": v["data"]});
+            all.push(serde_json::from_value(record).unwrap());
+        }
+        all
+    }
+
+    #[test]
+    fn a_record_line_is_what_the_tree_printed_event_and_seq_first() {
+        for (i, event) in records().iter().enumerate() {
+            let seq = i as u64 + 1;
+            let line = record_line(seq, event).unwrap();
+            let text = std::str::from_utf8(&line).unwrap();
+            assert!(text.ends_with("\"}\n"), "{text}");
+            let head = format!("{{\"event\":\"{}\",\"seq\":{seq},", event_name(event));
+            assert!(text.starts_with(&head), "{text}");
+            let mut parsed: Value = serde_json::from_str(text).unwrap();
+            let ts = parsed.as_object_mut().unwrap().remove("ts").unwrap();
+            assert!(humantime::parse_rfc3339(ts.as_str().unwrap()).is_ok());
+            assert_eq!(parsed, through_a_tree(seq, event), "{text}");
+        }
+    }
+
+    #[test]
+    fn floats_are_rounded_as_the_tree_rounded_them() {
+        let line = record_line(1, &kit::response(1, "", vec![], (1, 1), 0.1 + 0.2)).unwrap();
+        assert!(
+            String::from_utf8(line)
+                .unwrap()
+                .contains("\"cost_usd\":0.3,")
+        );
+    }
+
+    #[test]
+    fn run_finished_goes_through_the_tree_for_its_totals() {
+        assert!(record_line(9, &kit::finished(RunStatus::Completed)).is_none());
+    }
 }
