@@ -614,8 +614,13 @@ impl Checkpointer {
             })
             .map_err(|e| io("writing a pack", e))?;
         if let Some(p) = pack {
-            p.finish(self.spares.as_ref())
-                .map_err(|e| io("writing a pack", e))?;
+            let done = p.finish(self.spares.as_ref());
+            // The files it took are made again now, not while its renames
+            // wait on the store's directory.
+            if let Some(s) = &self.spares {
+                s.refill();
+            }
+            done.map_err(|e| io("writing a pack", e))?;
         }
         let was = std::mem::replace(&mut state.tree, tree);
         let count = state.root.count();
