@@ -3,8 +3,9 @@
 
 use crate::support::contract;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 use tinyagent::event::{Event, ToolResult, ToolStarted};
-use tinyagent::store::StoreOptions;
+use tinyagent::store::{StoreError, StoreOptions};
 use tinyagent_store::wal::frame::Frame;
 use tinyagent_store::wal::reader::{RecordPos, ScanReport, scan};
 use tinyagent_store::wal::writer::WalWriter;
@@ -87,4 +88,23 @@ pub fn independent_check(bytes: &[u8]) -> Vec<serde_json::Value> {
         .into_iter()
         .map(|r| r.line)
         .collect()
+}
+
+/// `open`, tried again while the log is locked only by a child of this test
+/// binary: another test's thread may have forked a child (a command, a
+/// pseudo-terminal) that has not reached its `exec` yet. The fork copied
+/// every descriptor of the process, this test's log among them, and a
+/// `flock` belongs to the open file, so the copy holds the lock until the
+/// exec closes it (every descriptor is close-on-exec). Gives up after 2 s
+/// with what the last try gave.
+pub fn reopen<T>(mut open: impl FnMut() -> Result<T, StoreError>) -> Result<T, StoreError> {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        match open() {
+            Err(StoreError::Locked { .. }) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            other => return other,
+        }
+    }
 }

@@ -65,7 +65,9 @@ fn corruption_after_the_snapshot_is_refused_and_nothing_is_cut() {
     let mut bytes = std::fs::read(&p).unwrap();
     bytes.extend_from_within(covered.offset as usize..);
     std::fs::write(&p, &bytes).unwrap();
-    let e = Store::open(&p, StoreOptions::default()).err().unwrap();
+    let e = reopen(|| Store::open(&p, StoreOptions::default()))
+        .err()
+        .unwrap();
     match &e {
         StoreError::Corrupt {
             seq,

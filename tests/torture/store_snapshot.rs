@@ -71,7 +71,7 @@ fn snapshots_follow_the_cadence_and_open_replays_only_what_follows() {
     assert_eq!(h.body_crc, format!("{:08x}", contract::crc32(&body)));
     assert_eq!(header(&bak).0.seq, 10);
 
-    let (mut store, report) = Store::open(&p, every(5)).unwrap();
+    let (mut store, report) = reopen(|| Store::open(&p, every(5))).unwrap();
     assert_eq!(
         report.snapshot.as_ref().map(|s| (s.seq, s.path.clone())),
         Some((12, snap.clone()))
@@ -96,7 +96,7 @@ fn snapshots_follow_the_cadence_and_open_replays_only_what_follows() {
 /// Opens the log and returns (snapshot seq used, replayed, warnings).
 fn open_report(p: &Path) -> (Option<u64>, u64, Vec<String>) {
     let bytes = std::fs::read(p).unwrap();
-    let (store, report) = Store::open(p, every(0)).unwrap();
+    let (store, report) = reopen(|| Store::open(p, every(0))).unwrap();
     let total = scan_all(p).0.records;
     assert_eq!(store.state().records, total);
     store.close().unwrap();
@@ -184,7 +184,7 @@ fn a_snapshot_beyond_the_end_of_a_cut_log_is_stale() {
     let f = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
     f.set_len(pos[8].offset + 5).unwrap();
     drop(f);
-    let (store, report) = Store::open(&p, every(0)).unwrap();
+    let (store, report) = reopen(|| Store::open(&p, every(0))).unwrap();
     assert_eq!((report.snapshot, report.replayed), (None, 8));
     assert_eq!(report.warnings.len(), 2, "{:?}", report.warnings);
     assert!(report.torn_tail.is_some());
@@ -206,7 +206,7 @@ fn stray_temp_files_are_deleted_on_open_and_only_those() {
     // A read-only load deletes nothing.
     load(&p).unwrap();
     assert!(stray.iter().all(|f| f.exists()));
-    let (store, report) = Store::open(&p, every(0)).unwrap();
+    let (store, report) = reopen(|| Store::open(&p, every(0))).unwrap();
     assert!(stray.iter().all(|f| !f.exists()));
     assert!(keep.exists());
     assert_eq!(

@@ -55,7 +55,7 @@ fn a_torn_tail_at_every_byte_of_the_last_record_drops_exactly_that_record() {
         assert_eq!(r.torn_tail, torn, "cut at {cut}");
         assert_eq!(frames.last().unwrap().event, ev(3));
 
-        let (mut store, report) = Store::open(&p, no_snapshots()).unwrap();
+        let (mut store, report) = reopen(|| Store::open(&p, no_snapshots())).unwrap();
         match (torn, &report.torn_tail) {
             (None, None) => {}
             (Some(t), Some((got, saved))) => {
@@ -93,7 +93,7 @@ fn assert_corrupt_at(dir: &Path, bytes: &[u8], seq: u64, offset: u64, what: &str
     assert_eq!((c.seq, c.offset), (seq, offset), "{what}: {c:?}");
     assert_eq!(r.torn_tail, None, "{what}");
     assert_eq!(r.records, seq - 1, "{what}");
-    match Store::open(&p, no_snapshots()) {
+    match reopen(|| Store::open(&p, no_snapshots())) {
         Err(e @ StoreError::Corrupt { .. }) => {
             assert_eq!(e.exit_code(), 2);
             let msg = e.to_string();
@@ -248,7 +248,7 @@ fn an_empty_log_scans_clean_and_open_refuses_it() {
     std::fs::write(&p, b"").unwrap();
     let r = scan::<Event>(&p, None, |_, _| {}).unwrap();
     assert!(r.is_clean() && r.records == 0 && r.last.is_none());
-    let e = Store::open(&p, no_snapshots()).err().unwrap();
+    let e = reopen(|| Store::open(&p, no_snapshots())).err().unwrap();
     assert!(matches!(e, StoreError::Empty { .. }), "{e}");
     assert_eq!(e.exit_code(), 2);
 }
@@ -273,7 +273,7 @@ proptest! {
         let whole = pos.iter().filter(|q| q.end() as usize <= cut).count() as u64;
         prop_assert_eq!(r.records, whole);
         prop_assert_eq!(r.torn_tail.is_some(), data.len() as u64 > r.valid_bytes);
-        match Store::open(&p, no_snapshots()) {
+        match reopen(|| Store::open(&p, no_snapshots())) {
             Ok((store, _)) => {
                 prop_assert_eq!(store.state().records, whole);
                 store.close().unwrap();

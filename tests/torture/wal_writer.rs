@@ -45,7 +45,7 @@ fn a_second_writer_is_refused_while_the_first_holds_the_lock() {
     // A reader is not a writer: load works while the lock is held.
     assert_eq!(tinyagent::store::load(&p).unwrap().scan.records, 1);
     store.close().unwrap();
-    let (store, _) = Store::open(&p, no_snapshots()).unwrap();
+    let (store, _) = reopen(|| Store::open(&p, no_snapshots())).unwrap();
     assert_eq!(store.state().records, 1);
 }
 
@@ -58,7 +58,7 @@ fn appends_are_contract_framed_and_continue_the_chain_after_reopen() {
         assert_eq!(store.append(ev(i)).unwrap(), i);
     }
     store.close().unwrap();
-    let (mut store, report) = Store::open(&p, no_snapshots()).unwrap();
+    let (mut store, report) = reopen(|| Store::open(&p, no_snapshots())).unwrap();
     assert_eq!(
         (report.replayed, report.torn_tail, report.snapshot),
         (3, None, None)
@@ -130,7 +130,7 @@ fn a_short_write_stops_the_writer_and_leaves_a_torn_tail_that_open_cuts() {
     let (r, _) = scan_all(&p);
     assert_eq!((r.records, r.corruption.is_none()), (2, true));
     let tail = r.torn_tail.expect("half a record on disk");
-    let (mut store, report) = Store::open(&p, no_snapshots()).unwrap();
+    let (mut store, report) = reopen(|| Store::open(&p, no_snapshots())).unwrap();
     assert_eq!(report.torn_tail.map(|t| t.0), Some(tail));
     assert_eq!(store.append(ev(3)).unwrap(), 3);
     store.close().unwrap();
