@@ -38,14 +38,24 @@ pub struct Output {
     held: RefCell<Option<Vec<u8>>>,
 }
 
-/// Floats in an event to 6 decimals (a cost of 125.559021, not
-/// 125.55902099999999); integers are untouched.
+/// A float of an event to 6 decimals (a cost of 125.559021, not
+/// 125.55902099999999); `None` when that is not a finite number.
+fn round6(f: f64) -> Option<f64> {
+    Some((f * 1e6).round() / 1e6).filter(|r| r.is_finite())
+}
+
+/// An event's time stamp: now, UTC, RFC 3339 with milliseconds.
+fn now_stamp() -> String {
+    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
+}
+
+/// Floats in an event to 6 decimals ([`round6`]); integers are untouched.
 fn round_floats(v: &mut Value) {
     match v {
         Value::Number(n) if n.is_f64() => {
             if let Some(r) = n
                 .as_f64()
-                .map(|f| (f * 1e6).round() / 1e6)
+                .and_then(round6)
                 .and_then(serde_json::Number::from_f64)
             {
                 *n = r;
@@ -228,11 +238,8 @@ impl Output {
             {
                 map.extend(totals);
             }
-            map.entry("ts").or_insert_with(|| {
-                Value::String(
-                    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
-                )
-            });
+            map.entry("ts")
+                .or_insert_with(|| Value::String(now_stamp()));
         }
         round_floats(&mut body);
         // Serialized straight into bytes (the same JSON `Display` prints,
@@ -499,15 +506,13 @@ fn event_name(event: &Event) -> &'static str {
     }
 }
 
-/// Writes floats rounded to 6 decimals, as [`round_floats`] leaves them in
+/// Writes floats rounded by [`round6`], as [`round_floats`] leaves them in
 /// a tree; everything else as the compact formatter does.
 struct Rounded;
 
 impl serde_json::ser::Formatter for Rounded {
     fn write_f64<W: ?Sized + Write>(&mut self, writer: &mut W, value: f64) -> std::io::Result<()> {
-        let rounded = (value * 1e6).round() / 1e6;
-        let value = if rounded.is_finite() { rounded } else { value };
-        serde_json::ser::CompactFormatter.write_f64(writer, value)
+        serde_json::ser::CompactFormatter.write_f64(writer, round6(value).unwrap_or(value))
     }
 }
 
@@ -527,7 +532,7 @@ fn record_line(seq: u64, event: &Event) -> Option<Vec<u8>> {
     // the type first); its data's members are what the event carries.
     let head = format!("{{\"type\":\"{}\",\"data\":{{", event.kind());
     let members = record.strip_prefix(head.as_bytes())?.strip_suffix(b"}}")?;
-    let ts = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
+    let ts = now_stamp();
     let name = event_name(event);
     let mut line = Vec::with_capacity(members.len() + name.len() + ts.len() + 48);
     line.extend_from_slice(b"{\"event\":\"");
