@@ -6,6 +6,10 @@
 //! regular file (opened `O_NONBLOCK`, so a FIFO cannot hang the call) and not
 //! one of the run's own files, checked on the path given and again on the
 //! file actually opened. I/O errors read the same in all the tools.
+//!
+//! `read` first tries [`open_plain`]: a path with no symbolic link and no
+//! `..` needs neither the check nor the `/proc` lookups, since the kernel is
+//! told to follow no link at all; anything else takes the full way.
 
 use super::paths::{self, Beneath, PathError};
 use super::protected::Protected;
@@ -81,6 +85,38 @@ pub(super) fn resolve(ctx: &ToolContext, path: &str) -> Result<Target, ToolOutco
     let ws = Beneath::open(ctx.workspace).map_err(|e| ToolOutcome::error(e.to_string()))?;
     let rel = ws.relative(&real);
     Ok(Target { ws, real, rel })
+}
+
+/// The quick way to open an existing file, tried first by `read`: the
+/// workspace held open for the process ([`Beneath::shared`]), the path taken
+/// from its text ([`paths::plain_relative`]) and opened following no
+/// symbolic link, so the file opened is known to be the one at that path
+/// inside the workspace with no `canonicalize` and no `/proc` lookup. The
+/// same refusals hold: the run's own files (by that path and by identity)
+/// and anything not a regular file or a directory. `None` on any refusal or
+/// failure (a link on the way, `..`, not found, ...): the caller then takes
+/// [`resolve`] and [`Target::open`], which decide afresh and word the error.
+pub(super) fn open_plain(ctx: &ToolContext, path: &str, flags: OFlag) -> Option<(File, Metadata)> {
+    if path.is_empty() {
+        return None;
+    }
+    let ws = Beneath::shared(ctx.workspace).ok()?;
+    let rel = paths::plain_relative(ws.canonical(), ctx.workspace, path)?;
+    let real = if rel == Path::new(".") {
+        ws.canonical().to_path_buf()
+    } else {
+        ws.canonical().join(&rel)
+    };
+    if ctx.protected.covers(&real) {
+        return None;
+    }
+    let file = ws.open_plain(&rel, flags | OFlag::O_NONBLOCK).ok()?;
+    let meta = file.metadata().ok()?;
+    if (!meta.is_dir() && regular(path, &meta).is_err()) || same_as_protected(ctx.protected, &meta)
+    {
+        return None;
+    }
+    Some((file, meta))
 }
 
 /// Opens `rel` beneath `ws` with `flags` and `O_NONBLOCK`, and reads its metadata.
@@ -162,5 +198,101 @@ pub(super) fn io_error(what: &str, path: &str, e: &io::Error) -> ToolOutcome {
             ToolOutcome::error(format!("permission denied: cannot {what} {path}"))
         }
         _ => ToolOutcome::error(format!("cannot {what} {path}: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::process::ProcessTable;
+    use crate::tools::{LocalEnv, group::Unrecorded};
+    use std::io::Read;
+    use std::os::unix::fs::symlink;
+
+    /// What [`open_plain`] gives for each path: the file's text, or `None`.
+    fn plain(ws: &Path, protected: &Protected, path: &str) -> Option<String> {
+        let table = ProcessTable::new(ws.join("procs"));
+        let ctx = ToolContext {
+            workspace: ws,
+            step: 1,
+            env: &LocalEnv,
+            processes: &table,
+            plan: None,
+            launch: &Unrecorded,
+            protected,
+        };
+        let (mut file, meta) = open_plain(&ctx, path, OFlag::O_RDONLY)?;
+        if meta.is_dir() {
+            return Some("<dir>".into());
+        }
+        let mut text = String::new();
+        file.read_to_string(&mut text).unwrap();
+        Some(text)
+    }
+
+    #[test]
+    fn the_quick_open_takes_plain_paths_only_and_leaves_the_rest_to_the_full_way() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(ws.join("sub")).unwrap();
+        std::fs::write(ws.join("sub/f.txt"), "inside").unwrap();
+        std::fs::write(dir.path().join("secret"), "secret").unwrap();
+        std::fs::write(ws.join("run.wal"), "log").unwrap();
+        std::fs::write(ws.join("run.wal.snapshot"), "snap").unwrap();
+        std::fs::hard_link(ws.join("run.wal"), ws.join("alias")).unwrap();
+        symlink("sub/f.txt", ws.join("link")).unwrap();
+        symlink("sub", ws.join("dir-link")).unwrap();
+        symlink("../secret", ws.join("up")).unwrap();
+        nix::unistd::mkfifo(
+            &ws.join("fifo"),
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+        )
+        .unwrap();
+        let mut protected = Protected::none();
+        protected.add_log(&ws.join("run.wal"));
+        let none = Protected::none();
+        let real = ws.canonicalize().unwrap();
+        let abs = real.join("sub/f.txt").display().to_string();
+        let given = ws.join("./sub/f.txt").display().to_string();
+        for path in ["sub/f.txt", "./sub//f.txt", &abs, &given] {
+            assert_eq!(
+                plain(&ws, &protected, path).as_deref(),
+                Some("inside"),
+                "{path}"
+            );
+        }
+        assert_eq!(plain(&ws, &none, ".").as_deref(), Some("<dir>"));
+        // A link on the way, even one inside, `..`, or a path outside: the full way decides.
+        for path in [
+            "link",
+            "dir-link/f.txt",
+            "up",
+            "sub/../sub/f.txt",
+            "../secret",
+            "/etc/passwd",
+            "",
+            "nope.txt",
+        ] {
+            assert_eq!(plain(&ws, &none, path), None, "{path}");
+        }
+        // The run's own files, by name, by sibling name and by identity; a FIFO.
+        for path in ["run.wal", "run.wal.snapshot", "alias", "fifo"] {
+            assert_eq!(plain(&ws, &protected, path), None, "{path}");
+        }
+        assert_eq!(plain(&ws, &none, "alias").as_deref(), Some("log"));
+    }
+
+    #[test]
+    fn the_held_workspace_follows_the_path_to_a_new_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        std::fs::create_dir(&ws).unwrap();
+        std::fs::write(ws.join("f.txt"), "first").unwrap();
+        let none = Protected::none();
+        assert_eq!(plain(&ws, &none, "f.txt").as_deref(), Some("first"));
+        std::fs::rename(&ws, dir.path().join("old")).unwrap();
+        std::fs::create_dir(&ws).unwrap();
+        std::fs::write(ws.join("f.txt"), "second").unwrap();
+        assert_eq!(plain(&ws, &none, "f.txt").as_deref(), Some("second"));
     }
 }

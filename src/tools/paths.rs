@@ -26,8 +26,10 @@ use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use thiserror::Error;
 
 #[derive(Debug, Error)]
@@ -164,6 +166,56 @@ impl Beneath {
         open_walking(&self.dir, rel, flags, mode)
     }
 
+    /// The workspace held open for the calls of this process: opened again
+    /// only when `workspace` no longer names the directory held (one `stat`
+    /// per call, where [`Beneath::open`] costs an open and a `/proc` lookup).
+    /// A directory deleted and made again may get the held one's inode
+    /// number back; the held one is then empty (a directory is deleted only
+    /// when empty), so an open beneath it fails and the caller's full
+    /// resolution, which opens the workspace afresh, takes over.
+    pub fn shared(workspace: &Path) -> Result<Arc<Beneath>, PathError> {
+        let bad = |e: io::Error| PathError::Workspace(workspace.display().to_string(), e);
+        let now = std::fs::metadata(workspace).map_err(bad)?;
+        let mut slot = SHARED.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(held) = slot.as_ref()
+            && held.path == workspace
+            && (held.dev, held.ino) == (now.dev(), now.ino())
+        {
+            return Ok(Arc::clone(&held.beneath));
+        }
+        let beneath = Arc::new(Beneath::open(workspace)?);
+        // The identity of what was opened, not of what the path named a moment before.
+        let st = nix::sys::stat::fstat(&beneath.dir).map_err(|e| bad(e.into()))?;
+        *slot = Some(Held {
+            path: workspace.to_path_buf(),
+            dev: st.st_dev,
+            ino: st.st_ino,
+            beneath: Arc::clone(&beneath),
+        });
+        Ok(beneath)
+    }
+
+    /// Opens `rel` beneath the workspace following no symbolic link at all
+    /// (`RESOLVE_NO_SYMLINKS`, `ELOOP` if the path holds one), so that the
+    /// file opened is the one at [`Self::canonical`] joined with `rel` when
+    /// `rel` has no `..` (see [`plain_relative`]). `ENOSYS` where `openat2`
+    /// is missing: the caller then takes the full way.
+    pub fn open_plain(&self, rel: &Path, flags: OFlag) -> io::Result<File> {
+        if NO_OPENAT2.load(Ordering::Relaxed) {
+            return Err(Errno::ENOSYS.into());
+        }
+        let how = OpenHow::new()
+            .flags(flags | OFlag::O_CLOEXEC | OFlag::O_NOCTTY)
+            .resolve(
+                ResolveFlag::RESOLVE_BENEATH
+                    | ResolveFlag::RESOLVE_NO_SYMLINKS
+                    | ResolveFlag::RESOLVE_NO_MAGICLINKS,
+            );
+        nix::fcntl::openat2(&self.dir, rel, how)
+            .map(File::from)
+            .map_err(io::Error::from)
+    }
+
     /// Creates the directory `rel` and its missing parents, each one made in
     /// a directory opened beneath the workspace.
     pub fn create_dirs(&self, rel: &Path) -> io::Result<()> {
@@ -190,6 +242,46 @@ impl Beneath {
         }
         Ok(())
     }
+}
+
+/// The workspace [`Beneath::shared`] holds, with the identity of the
+/// directory it holds.
+struct Held {
+    path: PathBuf,
+    dev: u64,
+    ino: u64,
+    beneath: Arc<Beneath>,
+}
+
+static SHARED: Mutex<Option<Held>> = Mutex::new(None);
+
+/// `input` (as the model wrote it) relative to the workspace, when that can
+/// be told from the text alone: a relative path, or an absolute one under
+/// the workspace as given or as resolved, made of plain names and `.` only
+/// (no `..`). `.` for the workspace itself. `None` otherwise: the full
+/// resolution ([`resolve`]) then decides.
+pub fn plain_relative(canonical_ws: &Path, workspace: &Path, input: &str) -> Option<PathBuf> {
+    let given = Path::new(input);
+    let rel = if given.is_absolute() {
+        given
+            .strip_prefix(canonical_ws)
+            .or_else(|_| given.strip_prefix(workspace))
+            .ok()?
+    } else {
+        given
+    };
+    let mut out = PathBuf::new();
+    for comp in rel.components() {
+        match comp {
+            Component::Normal(name) => out.push(name),
+            Component::CurDir => {}
+            Component::ParentDir | Component::RootDir | Component::Prefix(_) => return None,
+        }
+    }
+    if out.as_os_str().is_empty() {
+        out.push(".");
+    }
+    Some(out)
 }
 
 /// The path the kernel has for an open file (`/proc/self/fd`), if known.

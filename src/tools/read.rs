@@ -1,7 +1,7 @@
 //! The `read` tool: numbered lines with offset and limit; binary files,
 //! directories and oversized whole-file reads are refused.
 
-use super::files::{io_error, resolve};
+use super::files::{io_error, open_plain, resolve};
 use super::{Effect, ToolContext, ToolOutcome, TypedTool};
 use crate::text::cut_bytes;
 use nix::fcntl::OFlag;
@@ -65,18 +65,22 @@ impl TypedTool for ReadTool {
 
 fn read_file(ctx: &ToolContext, args: &ReadArgs) -> Result<ToolOutcome, ToolOutcome> {
     let path = args.path.as_str();
-    let target = resolve(ctx, path)?;
-    let (mut file, meta) = target
-        .open(ctx, path, OFlag::O_RDONLY)
-        .map_err(|e| e.outcome("read", path))?;
+    let (mut file, meta) = match open_plain(ctx, path, OFlag::O_RDONLY) {
+        Some(opened) => opened,
+        None => resolve(ctx, path)?
+            .open(ctx, path, OFlag::O_RDONLY)
+            .map_err(|e| e.outcome("read", path))?,
+    };
     if meta.is_dir() {
         return Err(ToolOutcome::error(format!(
             "{path} is a directory, not a file; use glob to list its files"
         )));
     }
+    // No more than the size the file had when opened: a file read whole
+    // takes no second `read` to find its end.
     let mut head = Vec::with_capacity(BINARY_SNIFF);
     (&mut file)
-        .take(BINARY_SNIFF as u64)
+        .take(meta.len().min(BINARY_SNIFF as u64))
         .read_to_end(&mut head)
         .map_err(|e| io_error("read", path, &e))?;
     if head.contains(&0) {
