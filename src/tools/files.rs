@@ -294,5 +294,10 @@ mod tests {
         std::fs::create_dir(&ws).unwrap();
         std::fs::write(ws.join("f.txt"), "second").unwrap();
         assert_eq!(plain(&ws, &none, "f.txt").as_deref(), Some("second"));
+        // Deleted and made again (ext4 often hands the inode number back).
+        std::fs::remove_dir_all(&ws).unwrap();
+        std::fs::create_dir(&ws).unwrap();
+        std::fs::write(ws.join("f.txt"), "third").unwrap();
+        assert_eq!(plain(&ws, &none, "f.txt").as_deref(), Some("third"));
     }
 }

@@ -144,10 +144,7 @@ impl Beneath {
             Mode::empty()
         };
         if !NO_OPENAT2.load(Ordering::Relaxed) {
-            let how = OpenHow::new()
-                .flags(flags)
-                .mode(mode)
-                .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+            let how = beneath(flags, mode, ResolveFlag::empty());
             // EAGAIN: a rename raced a `..`; the kernel asks for a retry.
             for _ in 0..8 {
                 match nix::fcntl::openat2(&self.dir, rel, how) {
@@ -169,27 +166,35 @@ impl Beneath {
     /// The workspace held open for the calls of this process: opened again
     /// only when `workspace` no longer names the directory held (one `stat`
     /// per call, where [`Beneath::open`] costs an open and a `/proc` lookup).
-    /// A directory deleted and made again may get the held one's inode
-    /// number back; the held one is then empty (a directory is deleted only
-    /// when empty), so an open beneath it fails and the caller's full
-    /// resolution, which opens the workspace afresh, takes over.
+    /// The identity compared is the device, the inode and the birth time: a
+    /// directory deleted and made again may get the held one's inode number
+    /// back, but not its birth. Where no birth time is kept, the held
+    /// directory is then empty (a directory is deleted only when empty), so
+    /// an open beneath it fails and the caller's full resolution, which
+    /// opens the workspace afresh, takes over.
     pub fn shared(workspace: &Path) -> Result<Arc<Beneath>, PathError> {
         let bad = |e: io::Error| PathError::Workspace(workspace.display().to_string(), e);
         let now = std::fs::metadata(workspace).map_err(bad)?;
+        let named = Identity::of(&now);
         let mut slot = SHARED.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(held) = slot.as_ref()
             && held.path == workspace
-            && (held.dev, held.ino) == (now.dev(), now.ino())
+            && held.identity == named
         {
             return Ok(Arc::clone(&held.beneath));
         }
         let beneath = Arc::new(Beneath::open(workspace)?);
-        // The identity of what was opened, not of what the path named a moment before.
+        // The identity of what was opened, not of what the path named a
+        // moment before: if they differ, the next call opens it again.
         let st = nix::sys::stat::fstat(&beneath.dir).map_err(|e| bad(e.into()))?;
+        let opened = (st.st_dev, st.st_ino) == (now.dev(), now.ino());
         *slot = Some(Held {
             path: workspace.to_path_buf(),
-            dev: st.st_dev,
-            ino: st.st_ino,
+            identity: Identity {
+                dev: st.st_dev,
+                ino: st.st_ino,
+                born: if opened { named.born } else { None },
+            },
             beneath: Arc::clone(&beneath),
         });
         Ok(beneath)
@@ -204,13 +209,11 @@ impl Beneath {
         if NO_OPENAT2.load(Ordering::Relaxed) {
             return Err(Errno::ENOSYS.into());
         }
-        let how = OpenHow::new()
-            .flags(flags | OFlag::O_CLOEXEC | OFlag::O_NOCTTY)
-            .resolve(
-                ResolveFlag::RESOLVE_BENEATH
-                    | ResolveFlag::RESOLVE_NO_SYMLINKS
-                    | ResolveFlag::RESOLVE_NO_MAGICLINKS,
-            );
+        let how = beneath(
+            flags | OFlag::O_CLOEXEC | OFlag::O_NOCTTY,
+            Mode::empty(),
+            ResolveFlag::RESOLVE_NO_SYMLINKS,
+        );
         nix::fcntl::openat2(&self.dir, rel, how)
             .map(File::from)
             .map_err(io::Error::from)
@@ -248,9 +251,27 @@ impl Beneath {
 /// directory it holds.
 struct Held {
     path: PathBuf,
+    identity: Identity,
+    beneath: Arc<Beneath>,
+}
+
+/// What tells one directory from another named the same.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Identity {
     dev: u64,
     ino: u64,
-    beneath: Arc<Beneath>,
+    /// The birth time, where the file system keeps one.
+    born: Option<std::time::SystemTime>,
+}
+
+impl Identity {
+    fn of(meta: &std::fs::Metadata) -> Identity {
+        Identity {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            born: meta.created().ok(),
+        }
+    }
 }
 
 static SHARED: Mutex<Option<Held>> = Mutex::new(None);
@@ -282,6 +303,15 @@ pub fn plain_relative(canonical_ws: &Path, workspace: &Path, input: &str) -> Opt
         out.push(".");
     }
     Some(out)
+}
+
+/// How `openat2` opens beneath the workspace: never out of it
+/// (`RESOLVE_BENEATH`), never through a magic link, and with `extra`.
+fn beneath(flags: OFlag, mode: Mode, extra: ResolveFlag) -> OpenHow {
+    OpenHow::new()
+        .flags(flags)
+        .mode(mode)
+        .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS | extra)
 }
 
 /// The path the kernel has for an open file (`/proc/self/fd`), if known.
