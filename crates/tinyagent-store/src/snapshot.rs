@@ -487,8 +487,7 @@ pub fn read_header_within(path: &Path, cap: u64) -> Result<RecordPos, SnapshotEr
 pub type SnapshotHook = Arc<dyn Fn(u64) + Send + Sync>;
 
 enum Msg<R> {
-    Record(RecordPos, Box<R>),
-    /// The records of one sync point, in order: one wake of the thread.
+    /// Durable records, in order: one wake of the thread.
     Records(Vec<(RecordPos, R)>),
     Stop {
         final_snapshot: bool,
@@ -512,7 +511,17 @@ pub struct SnapshotWriter<R> {
     tx: Sender<Msg<R>>,
     notices: Receiver<Notice>,
     handle: Option<JoinHandle<()>>,
+    /// Durable records not yet handed over: they go in batches of
+    /// [`HANDOFF`], or at once when the thread's next snapshot falls among
+    /// them, so a step's sync points do not each wake the thread.
+    held: Vec<(RecordPos, R)>,
+    /// Records, handed over or held, until the thread's next snapshot.
+    due_in: u64,
+    every: u64,
 }
+
+/// Durable records held back before they are handed to the thread.
+const HANDOFF: usize = 64;
 
 impl<R: Record> SnapshotWriter<R> {
     /// Starts the thread with the state as of `last` (the last durable
@@ -525,6 +534,7 @@ impl<R: Record> SnapshotWriter<R> {
     ) -> std::io::Result<SnapshotWriter<R>> {
         let (tx, rx) = channel();
         let (ntx, notices) = channel();
+        let every = config.every;
         let handle = std::thread::Builder::new()
             .name("tinyagent-snapshot".to_string())
             .spawn(move || run(&wal, state, last, &config, &rx, &ntx))?;
@@ -532,19 +542,43 @@ impl<R: Record> SnapshotWriter<R> {
             tx,
             notices,
             handle: Some(handle),
+            held: Vec::with_capacity(HANDOFF),
+            due_in: every,
+            every,
         })
     }
 
-    /// Hands over one durable record. Never blocks.
-    pub fn record(&self, pos: RecordPos, event: R) {
-        // A send fails only when the thread is gone; snapshots then stop, appends go on.
-        let _ = self.tx.send(Msg::Record(pos, Box::new(event)));
+    /// Takes one durable record. Never blocks.
+    pub fn record(&mut self, pos: RecordPos, event: R) {
+        self.records(vec![(pos, event)]);
     }
 
-    /// Hands over the durable records of one sync point, in order, as one
-    /// message (one wake of the thread, not one per record). Never blocks.
-    pub fn records(&self, batch: Vec<(RecordPos, R)>) {
-        if !batch.is_empty() {
+    /// Takes the durable records of one sync point, in order. They reach
+    /// the thread with the ones held before them, as one message, once
+    /// [`HANDOFF`] are held or a snapshot is due among them (so every
+    /// snapshot is taken at the record it would be taken at were each
+    /// handed over at once). Never blocks.
+    pub fn records(&mut self, batch: Vec<(RecordPos, R)>) {
+        let mut due = false;
+        for record in batch {
+            self.held.push(record);
+            if self.every > 0 {
+                self.due_in -= 1;
+                if self.due_in == 0 {
+                    due = true;
+                    self.due_in = self.every;
+                }
+            }
+        }
+        if due || self.held.len() >= HANDOFF {
+            self.hand_over();
+        }
+    }
+
+    fn hand_over(&mut self) {
+        if !self.held.is_empty() {
+            let batch = std::mem::replace(&mut self.held, Vec::with_capacity(HANDOFF));
+            // A send fails only when the thread is gone; snapshots then stop, appends go on.
             let _ = self.tx.send(Msg::Records(batch));
         }
     }
@@ -561,6 +595,7 @@ impl<R: Record> SnapshotWriter<R> {
     /// # Errors
     /// When the thread panicked.
     pub fn stop(mut self, final_snapshot: bool) -> Result<Vec<Notice>, String> {
+        self.hand_over();
         let _ = self.tx.send(Msg::Stop { final_snapshot });
         if let Some(h) = self.handle.take()
             && h.join().is_err()
@@ -619,7 +654,6 @@ fn run<R, S: Fold<R>>(
     };
     while let Ok(msg) = rx.recv() {
         match msg {
-            Msg::Record(pos, event) => fold(&mut state, pos, &event),
             Msg::Records(batch) => {
                 for (pos, event) in batch {
                     fold(&mut state, pos, &event);
@@ -753,7 +787,7 @@ mod tests {
             hook: None,
             crash_in: None,
         };
-        let w = SnapshotWriter::spawn(wal.clone(), Sum::default(), None, config).unwrap();
+        let mut w = SnapshotWriter::spawn(wal.clone(), Sum::default(), None, config).unwrap();
         for seq in 1..=3 {
             w.record(pos(seq), Rec::Add { n: seq });
         }

@@ -497,7 +497,7 @@ impl<R: Record, S: Fold<R>> Store<R, S> {
             crash_now();
         }
         self.state.apply(&event);
-        if let Some(w) = &self.snapshots {
+        if let Some(w) = &mut self.snapshots {
             w.record(done.into(), event);
         }
         Ok(done.seq)
@@ -550,7 +550,7 @@ impl<R: Record, S: Fold<R>> Store<R, S> {
             let kinds: Vec<&str> = flushed.iter().map(|(_, e)| e.kind()).collect();
             self.run_hook(start, &kinds)?;
         }
-        if let Some(w) = &self.snapshots {
+        if let Some(w) = &mut self.snapshots {
             w.records(
                 flushed
                     .iter()

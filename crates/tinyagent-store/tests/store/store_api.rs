@@ -259,3 +259,46 @@ fn an_injected_sync_failure_poisons_the_store() {
         "a record that is not durable is not applied"
     );
 }
+
+/// Durable records reach the snapshot thread in batches, but each snapshot
+/// is still taken at the record it falls on: every `every` records,
+/// whatever mix of single appends and sync points of several records led
+/// there, and a final one on close for the rest.
+#[test]
+fn snapshots_fall_on_every_nth_record_however_the_records_were_synced() {
+    for (every, batches) in [
+        (5u64, vec![1usize, 2, 3, 1, 4, 1, 1, 6, 2, 2]),
+        (100, vec![3; 50]),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c.wal");
+        let mut s = CounterStore::create(&p, opts(every)).unwrap();
+        let mut total = 0u64;
+        for (i, size) in batches.iter().enumerate() {
+            if i % 3 == 0 && *size == 1 {
+                s.append(Op::Add { n: 1 }).unwrap();
+            } else {
+                for _ in 0..*size {
+                    s.stage(Op::Add { n: 1 }).unwrap();
+                }
+                s.flush().unwrap();
+            }
+            total += *size as u64;
+        }
+        let (saved, warnings) = s.close_reporting().unwrap();
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let mut want: Vec<u64> = (1..=total / every).map(|k| k * every).collect();
+        if !total.is_multiple_of(every) {
+            want.push(total);
+        }
+        let got: Vec<u64> = saved.iter().map(|n| n.seq).collect();
+        assert_eq!(got, want, "every {every}");
+        // The newest snapshot holds the whole run.
+        let (report_state, report) = {
+            let (s, report) = CounterStore::open(&p, opts(0)).unwrap();
+            (s.state().clone(), report)
+        };
+        assert_eq!(report.snapshot.map(|n| n.seq), Some(total));
+        assert_eq!((report_state.total, report.replayed), (total, 0));
+    }
+}
