@@ -3,7 +3,7 @@
 //! blocks in user messages, consecutive same-role messages are merged.
 
 use super::error::ModelError;
-use super::http::{Backoff, build_client, checked_base_url, exchange_json};
+use super::http::{Backoff, Endpoint, build_client, checked_base_url, exchange_json};
 use super::{Encoded, ModelReply, ModelRequest, ProviderConfig, Purpose};
 use crate::event::{Message, Role, ToolCall, Usage};
 use serde_json::{Value, json};
@@ -17,15 +17,35 @@ pub const ANTHROPIC_MAX_TOKENS: u32 = 8192;
 #[derive(Debug)]
 pub struct AnthropicProvider {
     cfg: ProviderConfig,
-    url: String,
+    endpoint: Endpoint,
     client: reqwest::Client,
 }
 
 impl AnthropicProvider {
     pub fn new(cfg: ProviderConfig) -> Result<Self, ModelError> {
         let url = format!("{}/v1/messages", checked_base_url(&cfg)?);
+        let mut headers = vec![
+            (
+                reqwest::header::HeaderName::from_static("anthropic-version"),
+                ANTHROPIC_VERSION,
+                false,
+            ),
+            (reqwest::header::CONTENT_TYPE, "application/json", false),
+        ];
+        if let Some(key) = &cfg.api_key {
+            headers.push((
+                reqwest::header::HeaderName::from_static("x-api-key"),
+                key,
+                true,
+            ));
+        }
+        let endpoint = Endpoint::new(&cfg, &url, &headers)?;
         let client = build_client(&cfg)?;
-        Ok(AnthropicProvider { cfg, url, client })
+        Ok(AnthropicProvider {
+            cfg,
+            endpoint,
+            client,
+        })
     }
 
     pub(crate) fn encode(&self, req: &ModelRequest) -> Encoded {
@@ -40,10 +60,11 @@ impl AnthropicProvider {
     ) -> Result<ModelReply, ModelError> {
         let mut backoff = Backoff::new(&self.cfg);
         loop {
-            let attempt = match exchange_json(&self.cfg, self.request(body)?).await {
-                Ok(v) => parse_response(&v, req.step),
-                Err(e) => Err(e),
-            };
+            let attempt =
+                match exchange_json(&self.cfg, self.endpoint.post(&self.client, body)).await {
+                    Ok(v) => parse_response(&v, req.step),
+                    Err(e) => Err(e),
+                };
             match attempt {
                 Ok(reply) => {
                     if !reply.message.content.is_empty() {
@@ -54,23 +75,6 @@ impl AnthropicProvider {
                 Err(e) => backoff.failed(e).await?,
             }
         }
-    }
-
-    fn request(&self, body: &Encoded) -> Result<reqwest::RequestBuilder, ModelError> {
-        let mut rb = self
-            .client
-            .post(&self.url)
-            .header("anthropic-version", ANTHROPIC_VERSION)
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(body.bytes());
-        if let Some(key) = &self.cfg.api_key {
-            let mut value = reqwest::header::HeaderValue::from_str(key).map_err(|_| {
-                ModelError::Config("the API key contains characters not allowed in a header".into())
-            })?;
-            value.set_sensitive(true);
-            rb = rb.header("x-api-key", value);
-        }
-        Ok(rb)
     }
 }
 

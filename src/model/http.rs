@@ -2,8 +2,8 @@
 //! backoff with jitter, `Retry-After` honoured), status checks and the
 //! non-streaming JSON exchange.
 
-use super::ProviderConfig;
 use super::error::{ModelError, from_reqwest, redact};
+use super::{Encoded, ProviderConfig};
 use std::sync::Once;
 use std::time::Duration;
 
@@ -45,6 +45,58 @@ pub(crate) fn checked_base_url(cfg: &ProviderConfig) -> Result<String, ModelErro
         )));
     }
     Ok(url)
+}
+
+/// Where a provider posts, parsed once, and the headers every request
+/// carries, built once: a step's request only clones them.
+#[derive(Debug)]
+pub(crate) struct Endpoint {
+    url: reqwest::Url,
+    headers: reqwest::header::HeaderMap,
+}
+
+impl Endpoint {
+    /// `url` with `headers` (name, value, whether it is a secret kept out
+    /// of debug output). A URL that does not parse, or a value no header
+    /// may carry (an API key with a line break, say), is a config error
+    /// now, not a failure of every request later.
+    pub(crate) fn new(
+        cfg: &ProviderConfig,
+        url: &str,
+        headers: &[(reqwest::header::HeaderName, &str, bool)],
+    ) -> Result<Endpoint, ModelError> {
+        let key = cfg.api_key.as_deref();
+        let parsed = reqwest::Url::parse(url).map_err(|e| {
+            ModelError::Config(format!(
+                "base URL {:?} is not a valid URL: {e}",
+                redact(url, key)
+            ))
+        })?;
+        let mut map = reqwest::header::HeaderMap::new();
+        for (name, value, secret) in headers {
+            let mut value = reqwest::header::HeaderValue::from_str(value).map_err(|_| {
+                ModelError::Config(if *secret {
+                    "the API key contains characters not allowed in a header".to_string()
+                } else {
+                    format!("header {name} has characters not allowed in a header")
+                })
+            })?;
+            value.set_sensitive(*secret);
+            map.insert(name.clone(), value);
+        }
+        Ok(Endpoint {
+            url: parsed,
+            headers: map,
+        })
+    }
+
+    /// A POST of `body` with the headers.
+    pub(crate) fn post(&self, client: &reqwest::Client, body: &Encoded) -> reqwest::RequestBuilder {
+        client
+            .request(reqwest::Method::POST, self.url.clone())
+            .headers(self.headers.clone())
+            .body(body.bytes())
+    }
 }
 
 /// Counts attempts and sleeps between them.
@@ -188,6 +240,52 @@ mod tests {
             backoff_delay(base, 1, Some(Duration::from_secs(7200))),
             MAX_RETRY_AFTER
         );
+    }
+
+    /// A key no header can carry and a URL that does not parse are refused
+    /// when the provider is made, with the key kept out of the message;
+    /// a good key is sent marked secret.
+    #[test]
+    fn an_endpoint_refuses_a_bad_key_or_url_up_front_and_marks_the_key_secret() {
+        use super::super::{ProviderKind, anthropic::AnthropicProvider, openai::OpenAiProvider};
+        let cfg = |url: &str, key: &str| {
+            let mut c = ProviderConfig::new(ProviderKind::OpenAi, "m");
+            c.base_url = Some(url.to_string());
+            c.api_key = Some(key.to_string());
+            c
+        };
+        let secret = "sk-line\nbreak-7f3a";
+        for kind in [ProviderKind::OpenAi, ProviderKind::Anthropic] {
+            let mut bad_key = cfg("http://127.0.0.1:9", secret);
+            bad_key.provider = kind;
+            let made = match kind {
+                ProviderKind::OpenAi => OpenAiProvider::new(bad_key).map(|_| ()),
+                _ => AnthropicProvider::new(bad_key).map(|_| ()),
+            };
+            let e = made.err().expect("a key with a line break is refused");
+            assert!(matches!(e, ModelError::Config(_)), "{e:?}");
+            assert!(e.to_string().contains("API key"), "{e}");
+            assert!(!e.to_string().contains("7f3a"), "the key leaked: {e}");
+        }
+        let e = OpenAiProvider::new(cfg("http://exa mple.com", "k"))
+            .err()
+            .expect("a URL with a space is refused");
+        assert!(
+            matches!(&e, ModelError::Config(m) if m.contains("not a valid URL")),
+            "{e:?}"
+        );
+        let c = cfg("http://127.0.0.1:9/v1", "sk-good");
+        let url = format!("{}/chat/completions", checked_base_url(&c).unwrap());
+        let bearer = "Bearer sk-good";
+        let endpoint =
+            Endpoint::new(&c, &url, &[(reqwest::header::AUTHORIZATION, bearer, true)]).unwrap();
+        assert_eq!(
+            endpoint.url.as_str(),
+            "http://127.0.0.1:9/v1/chat/completions"
+        );
+        let value = &endpoint.headers[reqwest::header::AUTHORIZATION];
+        assert!(value.is_sensitive());
+        assert_eq!(value.to_str().unwrap(), bearer);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! with tool-call arguments assembled from fragments.
 
 use super::error::{ModelError, from_reqwest};
-use super::http::{Backoff, build_client, checked_base_url, exchange_json, send};
+use super::http::{Backoff, Endpoint, build_client, checked_base_url, exchange_json, send};
 use super::sse::SseDecoder;
 use super::wire::WireCache;
 use super::{Encoded, ModelReply, ModelRequest, ProviderConfig};
@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 #[derive(Debug)]
 pub struct OpenAiProvider {
     cfg: ProviderConfig,
-    url: String,
+    endpoint: Endpoint,
     client: reqwest::Client,
     /// The messages of the last request as serialized, for the next one.
     wire: std::sync::Mutex<WireCache>,
@@ -25,10 +25,16 @@ pub struct OpenAiProvider {
 impl OpenAiProvider {
     pub fn new(cfg: ProviderConfig) -> Result<Self, ModelError> {
         let url = format!("{}/chat/completions", checked_base_url(&cfg)?);
+        let bearer = cfg.api_key.as_ref().map(|key| format!("Bearer {key}"));
+        let mut headers = vec![(reqwest::header::CONTENT_TYPE, "application/json", false)];
+        if let Some(value) = &bearer {
+            headers.push((reqwest::header::AUTHORIZATION, value, true));
+        }
+        let endpoint = Endpoint::new(&cfg, &url, &headers)?;
         let client = build_client(&cfg)?;
         Ok(OpenAiProvider {
             cfg,
-            url,
+            endpoint,
             client,
             wire: std::sync::Mutex::default(),
         })
@@ -66,15 +72,7 @@ impl OpenAiProvider {
     }
 
     fn request(&self, body: &Encoded) -> reqwest::RequestBuilder {
-        let mut rb = self
-            .client
-            .post(&self.url)
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(body.bytes());
-        if let Some(key) = &self.cfg.api_key {
-            rb = rb.bearer_auth(key);
-        }
-        rb
+        self.endpoint.post(&self.client, body)
     }
 
     async fn plain(
