@@ -27,6 +27,7 @@
 pub mod checks;
 pub mod reply;
 pub mod server;
+pub mod timed;
 
 pub use reply::{MockCall, MockReply};
 pub use server::{MockServer, RecordedRequest};

@@ -4,12 +4,14 @@
 
 use super::checks::{check_anthropic, check_chat};
 use super::reply::{MockReply, ReplyFn, call_ids, chat_json, chat_sse};
+use super::timed::TimedListener;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::Response;
 use serde_json::Value;
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
@@ -74,9 +76,6 @@ struct Shared {
     violations: Vec<String>,
     /// Set by [`MockServer::expect_violations`]: the known bug they show.
     expected: Option<String>,
-    /// Time spent in the handler (parsing, checking, answering; delays
-    /// included), from the request body's arrival to the response.
-    busy: std::time::Duration,
 }
 
 /// A running mock server; stops when dropped, and then fails the test if
@@ -87,6 +86,8 @@ pub struct MockServer {
     shared: Arc<Mutex<Shared>>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
+    /// The server's busy time in nanoseconds (see [`super::timed`]).
+    busy: Arc<AtomicU64>,
 }
 
 impl MockServer {
@@ -117,6 +118,8 @@ impl MockServer {
             .expect("nonblocking listener");
         let addr = listener.local_addr().expect("local addr");
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let busy = Arc::new(AtomicU64::new(0));
+        let counter = Arc::clone(&busy);
         let app = axum::Router::new()
             .fallback(handle)
             .with_state(shared.clone());
@@ -127,6 +130,7 @@ impl MockServer {
                 .expect("mock server runtime");
             rt.block_on(async move {
                 let listener = tokio::net::TcpListener::from_std(listener).expect("tokio listener");
+                let listener = TimedListener::new(listener, counter);
                 tokio::select! {
                     result = axum::serve(listener, app) => {
                         if let Err(e) = result { eprintln!("mock server stopped: {e}"); }
@@ -140,6 +144,7 @@ impl MockServer {
             shared,
             stop: Some(stop),
             thread: Some(thread),
+            busy,
         }
     }
 
@@ -172,10 +177,12 @@ impl MockServer {
         self.lock().requests.clone()
     }
 
-    /// Total time the server spent handling requests (see `Shared::busy`):
-    /// what a client's wait for this server costs beyond its own work.
+    /// Total time the server spent on requests, from reading them off the
+    /// socket to writing the answers (see [`super::timed`]): what a
+    /// client's wait for this server costs beyond its own work. Current as
+    /// soon as each answer is written.
     pub fn busy(&self) -> std::time::Duration {
-        self.lock().busy
+        std::time::Duration::from_nanos(self.busy.load(Ordering::Relaxed))
     }
 
     pub fn request_count(&self) -> usize {
@@ -249,10 +256,7 @@ async fn handle(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let started = std::time::Instant::now();
-    let response = answer(&shared, method, uri, headers, body).await;
-    shared.lock().unwrap_or_else(|p| p.into_inner()).busy += started.elapsed();
-    response
+    answer(&shared, method, uri, headers, body).await
 }
 
 async fn answer(
