@@ -44,6 +44,12 @@ impl Encoded {
         Encoded { body: body.into() }
     }
 
+    /// A body whose buffer may be shared with a cache (see
+    /// `wire::WireCache`).
+    pub(crate) fn from_shared(body: bytes::Bytes) -> Encoded {
+        Encoded { body }
+    }
+
     /// The body's length in bytes.
     pub fn len(&self) -> usize {
         self.body.len()
@@ -200,7 +206,7 @@ impl Provider {
             Provider::OpenAi(p) => p.encode(req),
             Provider::Anthropic(p) => p.encode(req),
             Provider::Script(_) => {
-                Encoded::from_bytes(wire::WireCache::default().request_bytes("script", req, false))
+                Encoded::from_shared(wire::WireCache::default().request_bytes("script", req, false))
             }
         }
     }

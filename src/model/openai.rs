@@ -43,7 +43,7 @@ impl OpenAiProvider {
     /// The request's bytes, from the cache of the last request's messages
     /// (see [`WireCache`]).
     pub(crate) fn encode(&self, req: &ModelRequest) -> Encoded {
-        Encoded::from_bytes(
+        Encoded::from_shared(
             self.wire
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
