@@ -262,14 +262,13 @@ mod tests {
                 ProviderKind::OpenAi => OpenAiProvider::new(bad_key).map(|_| ()),
                 _ => AnthropicProvider::new(bad_key).map(|_| ()),
             };
-            let e = made.err().expect("a key with a line break is refused");
+            let e = made.expect_err("a key with a line break is refused");
             assert!(matches!(e, ModelError::Config(_)), "{e:?}");
             assert!(e.to_string().contains("API key"), "{e}");
             assert!(!e.to_string().contains("7f3a"), "the key leaked: {e}");
         }
         let e = OpenAiProvider::new(cfg("http://exa mple.com", "k"))
-            .err()
-            .expect("a URL with a space is refused");
+            .expect_err("a URL with a space is refused");
         assert!(
             matches!(&e, ModelError::Config(m) if m.contains("not a valid URL")),
             "{e:?}"
