@@ -2,9 +2,10 @@
 //! the binary against a loopback OpenAI-compatible server that answers at
 //! once. A run reports (event `run.stats` in `--json`) its wall time and the
 //! time spent in tools and in fdatasync; the server measures the time it
-//! spent answering. The agent's own time is the wall time minus the tools'
-//! and the server's: building and sending the request, reading the reply,
-//! the log, events. (`run.stats`' own `overhead_ms` counts the whole model
+//! spent on each request at its socket, from the last read of the request
+//! to the last write of the answer (`support::mock::timed`). The agent's
+//! own time is the wall time minus the tools' and the server's: building
+//! and sending the request, reading the reply, the log, events. (`run.stats`' own `overhead_ms` counts the whole model
 //! request, serialization and HTTP client included, as the model's; the
 //! summary prints it too.)
 //!

@@ -1,11 +1,12 @@
 //! The mock server's own time, measured at its sockets.
 //!
 //! [`TimedListener`] hands the server connections whose reads and writes
-//! are timed. The server's time for a request is every read that returned
-//! some of it, then everything from the last such read to the last write
-//! of the answer: parsing, handling, writing. A gap between two reads of
-//! one request is not counted (the client may still be sending), nor the
-//! wait for the next request.
+//! are timed. The server's time for a request runs from the start of the
+//! last read that returned some of it to the last write of the answer:
+//! that read, parsing, handling, writing. The earlier reads of a large
+//! request are not counted: they may run while the client is still
+//! sending, on the other core, and the client's time is never to be
+//! taken for the server's. Nor is the wait for the next request.
 //!
 //! A handler's timer alone would miss the server's reading of the body
 //! before the handler runs and its writing of the answer after: for a
@@ -66,7 +67,7 @@ pub struct TimedStream {
 enum Phase {
     /// Waiting for a request.
     Idle,
-    /// Reading one: when its latest bytes were read.
+    /// Reading one: when the read that got its latest bytes began.
     Reading(Instant),
     /// Answering: when its latest bytes were written.
     Writing(Instant),
@@ -100,12 +101,11 @@ impl AsyncRead for TimedStream {
         let before = buf.filled().len();
         let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
         if matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before {
-            // The read itself is the server's time; a wait between two
-            // reads of one request may be the client still sending, so it
-            // is not counted.
-            let now = Instant::now();
-            self.add(asked, now);
-            self.phase = Phase::Reading(now);
+            // Only the last read of a request counts from its start: an
+            // earlier one may have run while the client was still sending
+            // (on the other core), and the gaps between them may be the
+            // client's.
+            self.phase = Phase::Reading(asked);
         }
         polled
     }
