@@ -285,6 +285,19 @@ mod tests {
         let value = &endpoint.headers[reqwest::header::AUTHORIZATION];
         assert!(value.is_sensitive());
         assert_eq!(value.to_str().unwrap(), bearer);
+        // The providers' debug output, headers and all, never shows the key.
+        let mut anthropic = cfg("http://127.0.0.1:9", "sk-good");
+        anthropic.provider = ProviderKind::Anthropic;
+        let shown = [
+            format!("{:?}", OpenAiProvider::new(c).unwrap()),
+            format!("{:?}", AnthropicProvider::new(anthropic).unwrap()),
+        ];
+        for text in shown {
+            assert!(
+                text.contains("Sensitive") && !text.contains("sk-good"),
+                "{text}"
+            );
+        }
     }
 
     #[test]
