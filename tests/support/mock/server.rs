@@ -177,10 +177,10 @@ impl MockServer {
         self.lock().requests.clone()
     }
 
-    /// Total time the server spent on requests, from reading them off the
-    /// socket to writing the answers (see [`super::timed`]): what a
-    /// client's wait for this server costs beyond its own work. Current as
-    /// soon as each answer is written.
+    /// Total time the server spent on requests, each from the last read of
+    /// it off the socket to the last write of its answer (see
+    /// [`super::timed`]): what a client's wait for this server costs beyond
+    /// its own work. Current as soon as each answer is written.
     pub fn busy(&self) -> std::time::Duration {
         std::time::Duration::from_nanos(self.busy.load(Ordering::Relaxed))
     }
