@@ -550,7 +550,7 @@ impl<R: Record> SnapshotWriter<R> {
 
     /// Takes one durable record. Never blocks.
     pub fn record(&mut self, pos: RecordPos, event: R) {
-        self.records(vec![(pos, event)]);
+        self.records(std::iter::once((pos, event)));
     }
 
     /// Takes the durable records of one sync point, in order. They reach
@@ -558,7 +558,7 @@ impl<R: Record> SnapshotWriter<R> {
     /// [`HANDOFF`] are held or a snapshot is due among them (so every
     /// snapshot is taken at the record it would be taken at were each
     /// handed over at once). Never blocks.
-    pub fn records(&mut self, batch: Vec<(RecordPos, R)>) {
+    pub fn records(&mut self, batch: impl IntoIterator<Item = (RecordPos, R)>) {
         let mut due = false;
         for record in batch {
             self.held.push(record);

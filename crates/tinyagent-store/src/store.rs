@@ -546,7 +546,7 @@ impl<R: Record, S: Fold<R>> Store<R, S> {
         let start = self.unflushed.first().map(|(done, _)| done.offset);
         self.writer.flush()?;
         let flushed = std::mem::take(&mut self.unflushed);
-        if let Some(start) = start {
+        if let Some(start) = start.filter(|_| self.on_sync.is_some()) {
             let kinds: Vec<&str> = flushed.iter().map(|(_, e)| e.kind()).collect();
             self.run_hook(start, &kinds)?;
         }
@@ -554,8 +554,7 @@ impl<R: Record, S: Fold<R>> Store<R, S> {
             w.records(
                 flushed
                     .iter()
-                    .map(|(done, event)| ((*done).into(), event.clone()))
-                    .collect(),
+                    .map(|(done, event)| ((*done).into(), event.clone())),
             );
         }
         Ok(flushed
