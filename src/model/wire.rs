@@ -335,6 +335,7 @@ struct WireCallFunction<'a> {
 mod tests {
     use super::*;
     use crate::event::ToolCall;
+    use crate::session::View;
     use serde_json::json;
 
     fn calls() -> Vec<ToolCall> {
@@ -364,6 +365,14 @@ mod tests {
             tools: vec![tool].into(),
             purpose,
             step: 3,
+        }
+    }
+
+    /// A step request of `view`.
+    fn of(view: &View) -> ModelRequest {
+        ModelRequest {
+            messages: view.clone(),
+            ..request(Vec::new(), Purpose::Step)
         }
     }
 
@@ -436,12 +445,7 @@ mod tests {
 
     #[test]
     fn a_view_of_the_same_line_reuses_its_bytes_and_every_other_change_is_sent() {
-        use crate::session::View;
         let mut cache = WireCache::default();
-        let of = |v: &View| ModelRequest {
-            messages: v.clone(),
-            ..request(Vec::new(), Purpose::Step)
-        };
         let mut view = View::from(view());
         check(&mut cache, &of(&view), false);
         // Appended to while nobody else holds it: the same line.
@@ -479,12 +483,7 @@ mod tests {
     /// the tree printed.
     #[test]
     fn a_body_nobody_holds_is_written_on_in_place_and_a_held_one_is_left_alone() {
-        use crate::session::View;
         let mut cache = WireCache::default();
-        let of = |v: &View| ModelRequest {
-            messages: v.clone(),
-            ..request(Vec::new(), Purpose::Step)
-        };
         let same = |bytes: &bytes::Bytes, v: &View| {
             let tree = request_tree("m", &of(v), false);
             assert_eq!(String::from_utf8(bytes.to_vec()).unwrap(), tree.to_string());
