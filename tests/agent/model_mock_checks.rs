@@ -170,3 +170,73 @@ fn an_expected_violation_that_does_not_happen_fails_the_test() {
     server.expect_violations("a known bug");
     post_once(&server, &chat(json!([{"role": "user", "content": "fine"}])));
 }
+
+/// One request on `conn` and its whole answer; the answer's status line.
+fn exchange(conn: &mut std::net::TcpStream, body: &str) -> String {
+    use std::io::{Read, Write};
+    write!(
+        conn,
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut got = Vec::new();
+    let mut byte = [0u8; 1];
+    while !got.ends_with(b"\r\n\r\n") {
+        conn.read_exact(&mut byte).unwrap();
+        got.push(byte[0]);
+    }
+    let head = String::from_utf8(got).unwrap();
+    let len: usize = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length:")
+                .map(|v| v.trim().parse().unwrap())
+        })
+        .expect("a content-length");
+    let mut rest = vec![0u8; len];
+    conn.read_exact(&mut rest).unwrap();
+    head.lines().next().unwrap_or_default().to_string()
+}
+
+/// The server's busy time (what the step bench takes off the agent's) is
+/// its own work on each request, a delayed answer's wait included, and not
+/// the client's pause before its next request on the same connection.
+#[test]
+fn the_servers_busy_time_is_its_work_on_requests_not_the_clients_pauses() {
+    use std::time::Duration;
+    let delay = Duration::from_millis(150);
+    let pause = Duration::from_millis(400);
+    let server = MockServer::start(vec![
+        MockReply::text("a").delayed(delay),
+        MockReply::text("b"),
+    ]);
+    let addr = server.root_url().trim_start_matches("http://").to_string();
+    let mut conn = std::net::TcpStream::connect(addr).unwrap();
+    let body = chat(json!([{"role": "user", "content": "u"}])).to_string();
+    // The server adds a request's time once its last write returns, a
+    // moment after the client may have read the answer.
+    let settled = |above: Duration| {
+        let until = std::time::Instant::now() + Duration::from_secs(5);
+        while server.busy() <= above && std::time::Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        server.busy()
+    };
+    assert_eq!(exchange(&mut conn, &body), "HTTP/1.1 200 OK");
+    let first = settled(Duration::ZERO);
+    assert!(first >= delay, "the delayed answer counts: {first:?}");
+    std::thread::sleep(pause);
+    assert_eq!(exchange(&mut conn, &body), "HTTP/1.1 200 OK");
+    let both = settled(first);
+    assert!(
+        both > first,
+        "the second request counts too: {first:?} then {both:?}"
+    );
+    assert!(
+        both < delay + pause,
+        "the client's pause is not the server's: {both:?}"
+    );
+    assert_eq!(server.request_count(), 2);
+}

@@ -180,7 +180,8 @@ impl MockServer {
     /// Total time the server spent on requests, each from the last read of
     /// it off the socket to the last write of its answer (see
     /// [`super::timed`]): what a client's wait for this server costs beyond
-    /// its own work. Current as soon as each answer is written.
+    /// its own work. A request's time is added once the server's last
+    /// write of its answer returns, a moment after the client may have it.
     pub fn busy(&self) -> std::time::Duration {
         std::time::Duration::from_nanos(self.busy.load(Ordering::Relaxed))
     }
