@@ -453,8 +453,10 @@ impl Launch for CallLauncher<'_> {
         let mut after = self.after_sync.borrow_mut();
         let mut waiting = after.drain(..).peekable();
         out.hold();
-        for (seq, event) in &flushed {
-            out.record(*seq, event);
+        let store = self.store.borrow();
+        let lines = crate::agent::output::logged_lines(store.last_lines());
+        for ((seq, event), line) in flushed.iter().zip(lines) {
+            out.logged(*seq, event, line);
             if matches!(event, Event::PlanUpdated(_)) {
                 self.plan_changed.set(true);
             }

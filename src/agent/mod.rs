@@ -242,8 +242,9 @@ impl Agent {
         let mut plan_changed = false;
         let mut waiting = std::mem::take(&mut self.after_sync).into_iter().peekable();
         self.out.hold();
-        for (seq, event) in &flushed {
-            self.out.record(*seq, event);
+        let lines = output::logged_lines(self.store.last_lines());
+        for ((seq, event), line) in flushed.iter().zip(lines) {
+            self.out.logged(*seq, event, line);
             plan_changed |= matches!(event, Event::PlanUpdated(_));
             last = *seq;
             while let Some((_, name, body)) = waiting.next_if(|(s, _, _)| s <= seq) {

@@ -330,8 +330,15 @@ impl Output {
 
     /// Reports a durable record: the matching `--json` event, or a human line.
     pub fn record(&mut self, seq: u64, event: &Event) {
+        self.logged(seq, event, None);
+    }
+
+    /// [`Output::record`] of a record with its line in the log (`logged`,
+    /// as the writer framed it): the `--json` event then takes the record's
+    /// data from that line instead of serialising the record again.
+    pub fn logged(&mut self, seq: u64, event: &Event, logged: Option<&[u8]>) {
         if self.json {
-            if let Some(line) = record_line(seq, event) {
+            if let Some(line) = record_line(seq, event, logged) {
                 self.emit(&line);
             } else if let Some((name, body)) = json_event(seq, event) {
                 self.event(name, body);
@@ -516,22 +523,59 @@ impl serde_json::ser::Formatter for Rounded {
     }
 }
 
+/// The log's lines of the records a sync point just made durable
+/// ([`crate::store::Store::last_lines`]), each as [`Output::logged`] takes
+/// it, then `None` for ever: zipped with the records, none is left out.
+pub fn logged_lines<'a>(
+    lines: impl Iterator<Item = &'a [u8]>,
+) -> impl Iterator<Item = Option<&'a [u8]>> {
+    lines.map(Some).chain(std::iter::repeat(None))
+}
+
+/// Whether the `--json` event of `event` may take its members from the
+/// record's line in the log as they are: the log writes floats as serde_json
+/// does, events round them ([`Rounded`]), so only a record whose floats
+/// round to themselves prints the same. The kinds of every step; the rest
+/// are serialised again.
+fn prints_as_logged(event: &Event) -> bool {
+    let same = |f: f64| round6(f).is_none_or(|r| r == f);
+    match event {
+        Event::ModelResponse(r) => same(r.cost_usd),
+        Event::StepSaved(s) => same(s.cost_usd_total),
+        Event::ToolStarted(_) | Event::ToolResult(_) => true,
+        _ => false,
+    }
+}
+
 /// The `--json` line for a record, made from the record itself with no JSON
 /// tree in between (four of these a step): `{"event":..,"seq":..,` then the
-/// record's data members in the log's order, then `"ts"`. `None` for
-/// `run.finished`, which takes the run's totals too and goes through
-/// [`Output::event`], and for anything not shaped as expected.
-fn record_line(seq: u64, event: &Event) -> Option<Vec<u8>> {
+/// record's data members in the log's order, then `"ts"`. The members are
+/// taken from `logged`, the record's line in the log, when it has them as
+/// the event prints them ([`prints_as_logged`]); else the record is
+/// serialised. `None` for `run.finished`, which takes the run's totals too
+/// and goes through [`Output::event`], and for anything not shaped as
+/// expected.
+fn record_line(seq: u64, event: &Event, logged: Option<&[u8]>) -> Option<Vec<u8>> {
     if matches!(event, Event::RunFinished(_)) {
         return None;
     }
-    let mut record = Vec::with_capacity(512);
-    let mut ser = serde_json::Serializer::with_formatter(&mut record, Rounded);
-    serde::Serialize::serialize(event, &mut ser).ok()?;
-    // The record is `{"type":"<kind>","data":{...}}` (adjacently tagged,
-    // the type first); its data's members are what the event carries.
-    let head = format!("{{\"type\":\"{}\",\"data\":{{", event.kind());
-    let members = record.strip_prefix(head.as_bytes())?.strip_suffix(b"}}")?;
+    let from_log = logged
+        .filter(|_| prints_as_logged(event))
+        .and_then(tinyagent_store::wal::frame::data_of);
+    let record;
+    let members = if let Some(data) = from_log {
+        &data[1..data.len() - 1]
+    } else {
+        let mut buf = Vec::with_capacity(512);
+        let mut ser = serde_json::Serializer::with_formatter(&mut buf, Rounded);
+        serde::Serialize::serialize(event, &mut ser).ok()?;
+        record = buf;
+        // The record is `{"type":"<kind>","data":{...}}` (adjacently
+        // tagged, the type first); its data's members are what the event
+        // carries.
+        let head = format!("{{\"type\":\"{}\",\"data\":{{", event.kind());
+        record.strip_prefix(head.as_bytes())?.strip_suffix(b"}}")?
+    };
     let ts = now_stamp();
     let name = event_name(event);
     let mut line = Vec::with_capacity(members.len() + name.len() + ts.len() + 48);
@@ -645,7 +689,7 @@ mod tests {
     fn a_record_line_is_what_the_tree_printed_event_and_seq_first() {
         for (i, event) in records().iter().enumerate() {
             let seq = i as u64 + 1;
-            let line = record_line(seq, event).unwrap();
+            let line = record_line(seq, event, None).unwrap();
             let text = std::str::from_utf8(&line).unwrap();
             assert!(text.ends_with("\"}\n"), "{text}");
             let head = format!("{{\"event\":\"{}\",\"seq\":{seq},", event_name(event));
@@ -657,9 +701,57 @@ mod tests {
         }
     }
 
+    /// An event made from the record's line in the log is the event made
+    /// from the record: byte for byte but the time stamp, for every kind,
+    /// with floats that round and floats that do not, and with a line that
+    /// is not a log line.
+    #[test]
+    fn an_event_from_the_records_log_line_is_the_event_from_the_record() {
+        let without_ts = |line: &[u8]| {
+            let text = std::str::from_utf8(line).unwrap();
+            let at = text.rfind(",\"ts\":\"").unwrap();
+            text[..at].to_string()
+        };
+        let mut more = records();
+        more.push(kit::response(5, "x", vec![], (1, 1), 0.25));
+        more.push(kit::saved(5));
+        for (i, event) in more.iter().enumerate() {
+            let seq = i as u64 + 1;
+            let mut framed = Vec::new();
+            tinyagent_store::wal::frame::encode(
+                seq,
+                0,
+                "2026-12-02T00:00:00.000Z",
+                event,
+                &mut framed,
+            )
+            .unwrap();
+            let plain = record_line(seq, event, None);
+            for logged in [&framed[..], b"not a log line\n"] {
+                let got = record_line(seq, event, Some(logged));
+                assert_eq!(
+                    got.as_deref().map(without_ts),
+                    plain.as_deref().map(without_ts),
+                    "{event:?}"
+                );
+            }
+        }
+        // And the members are the line's: not serialised again.
+        let mut framed = Vec::new();
+        let other = kit::result(2, "c1", "bash", "what the log holds", false);
+        tinyagent_store::wal::frame::encode(1, 0, "t", &other, &mut framed).unwrap();
+        let asked = kit::result(2, "c1", "bash", "something else", false);
+        let line = record_line(1, &asked, Some(&framed)).unwrap();
+        assert!(
+            String::from_utf8(line)
+                .unwrap()
+                .contains("what the log holds")
+        );
+    }
+
     #[test]
     fn floats_are_rounded_as_the_tree_rounded_them() {
-        let line = record_line(1, &kit::response(1, "", vec![], (1, 1), 0.1 + 0.2)).unwrap();
+        let line = record_line(1, &kit::response(1, "", vec![], (1, 1), 0.1 + 0.2), None).unwrap();
         assert!(
             String::from_utf8(line)
                 .unwrap()
@@ -669,6 +761,6 @@ mod tests {
 
     #[test]
     fn run_finished_goes_through_the_tree_for_its_totals() {
-        assert!(record_line(9, &kit::finished(RunStatus::Completed)).is_none());
+        assert!(record_line(9, &kit::finished(RunStatus::Completed), None).is_none());
     }
 }

@@ -173,6 +173,8 @@ pub struct Store<R: Record, S: Fold<R>> {
     state: S,
     /// Staged records, in order, not yet flushed.
     unflushed: Vec<(Appended, R)>,
+    /// The length of each line the last flush made durable, in order.
+    last_lens: Vec<usize>,
     snapshots: Option<SnapshotWriter<R>>,
     crash_after: Option<CrashCounter>,
     warnings: Vec<String>,
@@ -399,6 +401,7 @@ impl<R: Record, S: Fold<R>> Store<R, S> {
             writer,
             state,
             unflushed: Vec::new(),
+            last_lens: Vec::new(),
             snapshots,
             crash_after: CrashCounter::new(opts.seams.crash_after.as_ref()),
             warnings,
@@ -463,6 +466,7 @@ impl<R: Record, S: Fold<R>> Store<R, S> {
             writer,
             state,
             unflushed: Vec::new(),
+            last_lens: Vec::new(),
             snapshots,
             crash_after,
             warnings: Vec::new(),
@@ -546,6 +550,12 @@ impl<R: Record, S: Fold<R>> Store<R, S> {
         let start = self.unflushed.first().map(|(done, _)| done.offset);
         self.writer.flush()?;
         let flushed = std::mem::take(&mut self.unflushed);
+        self.last_lens.clear();
+        self.last_lens.extend(
+            flushed
+                .iter()
+                .map(|(done, _)| usize::try_from(done.len).unwrap_or(usize::MAX)),
+        );
         if let Some(start) = start.filter(|_| self.on_sync.is_some()) {
             let kinds: Vec<&str> = flushed.iter().map(|(_, e)| e.kind()).collect();
             self.run_hook(start, &kinds)?;
@@ -565,6 +575,18 @@ impl<R: Record, S: Fold<R>> Store<R, S> {
 
     pub fn state(&self) -> &S {
         &self.state
+    }
+
+    /// The lines the last [`Store::flush`] made durable, newline included:
+    /// one a record, in the order it gave them back
+    /// ([`crate::wal::frame::data_of`] finds a line's data).
+    pub fn last_lines(&self) -> impl Iterator<Item = &[u8]> {
+        let batch = self.writer.last_batch();
+        self.last_lens.iter().scan(0, move |at: &mut usize, &len| {
+            let line = batch.get(*at..at.saturating_add(len));
+            *at = at.saturating_add(len);
+            line
+        })
     }
 
     fn check_hook(&self) -> Result<(), StoreError> {

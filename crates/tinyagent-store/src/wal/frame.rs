@@ -165,6 +165,40 @@ pub fn check_crc(line: &[u8]) -> Result<u32, FrameError> {
     Ok(stored)
 }
 
+/// The `data` member's value (`{...}`) of a line as [`encode`] writes it
+/// (with or without its newline), found by the frame's layout alone, with
+/// no JSON parsing and no crc check: for the writer's own lines, whose
+/// bytes are known good (the `--json` event of a record is its data, and
+/// need not be serialised a second time). `None` for a line not of that
+/// layout.
+#[must_use]
+pub fn data_of(line: &[u8]) -> Option<&[u8]> {
+    /// The rest of `s` after the JSON string it starts with.
+    fn after_string(s: &[u8]) -> Option<&[u8]> {
+        let mut i = 1;
+        if s.first() != Some(&b'"') {
+            return None;
+        }
+        while let Some(&b) = s.get(i) {
+            match b {
+                b'\\' => i += 2,
+                b'"' => return s.get(i + 1..),
+                _ => i += 1,
+            }
+        }
+        None
+    }
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    let (split, _) = crc_suffix(line)?;
+    let rest = line[..split].strip_prefix(b"{\"seq\":")?;
+    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+    let rest = rest[digits..].strip_prefix(b",\"prev\":\"")?;
+    let rest = rest.get(8..)?.strip_prefix(b"\",\"type\":")?;
+    let rest = after_string(rest)?.strip_prefix(b",\"ts\":")?;
+    let data = after_string(rest)?.strip_prefix(b",\"data\":")?;
+    (data.starts_with(b"{") && data.ends_with(b"}")).then_some(data)
+}
+
 /// Decodes one line (without its newline): crc first, then JSON.
 ///
 /// # Errors
@@ -231,6 +265,37 @@ mod tests {
             decode::<Rec>(&line[..line.len() - 1]),
             Err(FrameError::NoCrc)
         );
+    }
+
+    /// The data of an encoded line is found without parsing it, whatever
+    /// its strings hold; a line of another layout has none.
+    #[test]
+    fn the_data_of_an_encoded_line_is_found_by_its_layout() {
+        for (ts, text) in [
+            ("2026-11-29T00:00:00.123Z", "plain"),
+            (
+                "t \\\" \",\"data\":{}",
+                "a \"quoted\" \\ ,\"data\":{\"x\":1}} text\n",
+            ),
+            ("", ""),
+        ] {
+            let rec = Rec::Note { text: text.into() };
+            let mut out = Vec::new();
+            encode(12_345, 7, ts, &rec, &mut out).unwrap();
+            let data = data_of(&out).unwrap();
+            let v: serde_json::Value = serde_json::from_slice(data).unwrap();
+            assert_eq!(v["text"], text);
+            let whole: serde_json::Value = serde_json::from_slice(&out).unwrap();
+            assert_eq!(whole["data"], v);
+            assert_eq!(data_of(&out[..out.len() - 1]), Some(data));
+        }
+        let mut out = Vec::new();
+        encode(1, 0, "t", &ev(), &mut out).unwrap();
+        for cut in [1, 20, out.len() - 2] {
+            assert_eq!(data_of(&out[cut..]), None);
+        }
+        assert_eq!(data_of(b"{\"seq\":1}\n"), None);
+        assert_eq!(data_of(b""), None);
     }
 
     /// A record whose serialisation is not the `type`/`data` pair.

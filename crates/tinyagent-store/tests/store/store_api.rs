@@ -302,3 +302,33 @@ fn snapshots_fall_on_every_nth_record_however_the_records_were_synced() {
         assert_eq!((report_state.total, report.replayed), (total, 0));
     }
 }
+
+/// After each sync point the store hands back the lines it made durable:
+/// one a record, in order, each exactly the bytes it added to the file, and
+/// each line's data is the record's.
+#[test]
+fn the_lines_of_a_sync_point_are_the_bytes_it_added_one_a_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("c.wal");
+    let mut s = CounterStore::create(&p, opts(0)).unwrap();
+    assert_eq!(s.last_lines().count(), 0);
+    let mut before = 0;
+    for batch in [&[4u64][..], &[1, 22, 333], &[]] {
+        for n in batch {
+            s.stage(Op::Add { n: *n }).unwrap();
+        }
+        let flushed = s.flush().unwrap();
+        let lines: Vec<Vec<u8>> = s.last_lines().map(<[u8]>::to_vec).collect();
+        let file = std::fs::read(&p).unwrap();
+        assert_eq!(lines.concat(), file[before..], "batch {batch:?}");
+        before = file.len();
+        assert_eq!(lines.len(), flushed.len());
+        for (line, (_, op)) in lines.iter().zip(&flushed) {
+            assert!(line.ends_with(b"\n") && line.iter().filter(|b| **b == b'\n').count() == 1);
+            let data = tinyagent_store::wal::frame::data_of(line).unwrap();
+            let Op::Add { n } = op else { panic!() };
+            assert_eq!(data, format!("{{\"n\":{n}}}").as_bytes());
+        }
+    }
+    s.close().unwrap();
+}
