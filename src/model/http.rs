@@ -207,14 +207,27 @@ pub(crate) async fn exchange_json(
     cfg: &ProviderConfig,
     request: reqwest::RequestBuilder,
 ) -> Result<serde_json::Value, ModelError> {
-    let key = cfg.api_key.as_deref();
+    json_of(cfg, &exchange(cfg, request).await?)
+}
+
+/// One non-streaming attempt: send, check the status, read the body.
+pub(crate) async fn exchange(
+    cfg: &ProviderConfig,
+    request: reqwest::RequestBuilder,
+) -> Result<bytes::Bytes, ModelError> {
     let response = send(cfg, request.timeout(cfg.request_timeout)).await?;
-    let bytes = response
+    response
         .bytes()
         .await
-        .map_err(|e| from_reqwest(&e, cfg.request_timeout, key))?;
-    serde_json::from_slice(&bytes).map_err(|e| {
+        .map_err(|e| from_reqwest(&e, cfg.request_timeout, cfg.api_key.as_deref()))
+}
+
+/// A response body as a JSON tree, or why it is none (its start quoted,
+/// the key kept out).
+pub(crate) fn json_of(cfg: &ProviderConfig, bytes: &[u8]) -> Result<serde_json::Value, ModelError> {
+    serde_json::from_slice(bytes).map_err(|e| {
         let start = String::from_utf8_lossy(&bytes[..bytes.len().min(200)]).into_owned();
+        let key = cfg.api_key.as_deref();
         ModelError::BadResponse(format!("body is not JSON ({e}): {}", redact(&start, key)))
     })
 }

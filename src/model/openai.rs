@@ -4,7 +4,7 @@
 //! with tool-call arguments assembled from fragments.
 
 use super::error::{ModelError, from_reqwest};
-use super::http::{Backoff, Endpoint, build_client, checked_base_url, exchange_json, send};
+use super::http::{Backoff, Endpoint, build_client, checked_base_url, exchange, json_of, send};
 use super::sse::SseDecoder;
 use super::wire::WireCache;
 use super::{Encoded, ModelReply, ModelRequest, ProviderConfig};
@@ -81,8 +81,11 @@ impl OpenAiProvider {
         step: u64,
         on_text: &mut (dyn FnMut(&str) + Send),
     ) -> Result<ModelReply, ModelError> {
-        let value = exchange_json(&self.cfg, self.request(body)).await?;
-        let reply = parse_response(&value, step)?;
+        let bytes = exchange(&self.cfg, self.request(body)).await?;
+        let reply = match typed_reply(&bytes, step) {
+            Some(reply) => reply,
+            None => parse_response(&json_of(&self.cfg, &bytes)?, step)?,
+        };
         if !reply.message.content.is_empty() {
             on_text(&reply.message.content);
         }
@@ -134,6 +137,126 @@ impl OpenAiProvider {
 #[cfg(test)]
 pub(crate) fn request_body(model: &str, req: &ModelRequest, stream: bool) -> Value {
     super::wire::request_tree(model, req, stream)
+}
+
+/// A struct read from a JSON object only. serde would also read one from
+/// an array, by position; [`parse_response`] finds nothing in an array, and
+/// the typed read must not take a body the tree would refuse.
+struct Obj<T>(T);
+
+impl<'de, T: serde::Deserialize<'de>> serde::Deserialize<'de> for Obj<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        T::deserialize(ObjectOnly(d)).map(Obj)
+    }
+}
+
+/// A deserializer that reads a struct only as a map ([`Obj`]).
+struct ObjectOnly<D>(D);
+
+impl<'de, D: serde::Deserializer<'de>> serde::Deserializer<'de> for ObjectOnly<D> {
+    type Error = D::Error;
+
+    fn deserialize_any<V: serde::de::Visitor<'de>>(self, v: V) -> Result<V::Value, D::Error> {
+        self.0.deserialize_any(v)
+    }
+
+    fn deserialize_struct<V: serde::de::Visitor<'de>>(
+        self,
+        _name: &'static str,
+        _fields: &'static [&'static str],
+        v: V,
+    ) -> Result<V::Value, D::Error> {
+        self.0.deserialize_map(v)
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf option unit unit_struct newtype_struct seq tuple
+        tuple_struct map enum identifier ignored_any
+    }
+}
+
+/// A completion of the usual shape, read straight into types: every field
+/// the reply needs where [`parse_response`] looks for it and of the type it
+/// expects there, and no `error`. Unknown fields are skipped unread.
+#[derive(serde::Deserialize)]
+struct Completion {
+    #[serde(default)]
+    error: Option<Value>,
+    choices: Vec<Obj<Choice>>,
+    #[serde(default)]
+    usage: Option<Obj<CompletionUsage>>,
+}
+
+#[derive(serde::Deserialize)]
+struct Choice {
+    message: Obj<ChoiceMessage>,
+}
+
+#[derive(serde::Deserialize)]
+struct ChoiceMessage {
+    #[serde(default)]
+    content: Option<Value>,
+    #[serde(default)]
+    tool_calls: Option<Vec<Obj<CompletionCall>>>,
+}
+
+#[derive(serde::Deserialize)]
+struct CompletionCall {
+    #[serde(default)]
+    id: Option<Value>,
+    function: Obj<CompletionFunction>,
+}
+
+#[derive(serde::Deserialize)]
+struct CompletionFunction {
+    name: String,
+    #[serde(default)]
+    arguments: Option<Value>,
+}
+
+#[derive(serde::Deserialize)]
+struct CompletionUsage {
+    #[serde(default)]
+    prompt_tokens: Option<u64>,
+    #[serde(default)]
+    completion_tokens: Option<u64>,
+}
+
+/// A non-streaming response of the usual shape ([`Completion`]) read with
+/// no JSON tree: the reply [`parse_response`] gives for it. `None` for any
+/// other body, which [`parse_response`] then reads (and words the error
+/// of); every body it can read either way, it reads the same.
+fn typed_reply(body: &[u8], step: u64) -> Option<ModelReply> {
+    let Obj(c) = serde_json::from_slice::<Obj<Completion>>(body).ok()?;
+    if c.error.is_some() {
+        return None;
+    }
+    let msg = c.choices.into_iter().next()?.0.message.0;
+    let content = text_of(msg.content.as_ref()).ok()?;
+    let tool_calls = msg
+        .tool_calls
+        .unwrap_or_default()
+        .into_iter()
+        .enumerate()
+        .map(|(i, Obj(call))| ToolCall {
+            id: call_id(
+                call.id.as_ref().and_then(Value::as_str).unwrap_or_default(),
+                step,
+                i,
+            ),
+            name: call.function.0.name,
+            arguments: arguments_text(call.function.0.arguments.as_ref()),
+        })
+        .collect();
+    let usage = c.usage.map_or(Usage::default(), |Obj(u)| Usage {
+        input_tokens: u.prompt_tokens.unwrap_or(0),
+        output_tokens: u.completion_tokens.unwrap_or(0),
+    });
+    Some(ModelReply {
+        message: Message::assistant(content, tool_calls),
+        usage,
+    })
 }
 
 /// Reads a non-streaming response.
@@ -339,6 +462,61 @@ mod tests {
     use super::super::Purpose;
     use super::*;
     use serde_json::json;
+
+    /// Every body the typed read takes, the tree reads the same; the
+    /// usual ones it takes, and anything unusual it leaves to the tree.
+    #[test]
+    fn the_typed_read_of_a_reply_agrees_with_the_tree_or_leaves_it_the_body() {
+        let call = r#"{"id":"c9","type":"function","function":{"name":"read","arguments":"{\"path\":\"a\"}"}}"#;
+        let usual = [
+            format!(
+                r#"{{"id":"x","object":"chat.completion","choices":[{{"index":0,"message":{{"role":"assistant","content":null,"tool_calls":[{call},{call}]}},"finish_reason":"tool_calls"}}],"usage":{{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}}}}"#
+            ),
+            r#"{"choices":[{"message":{"content":"hi \u00e9"}}]}"#.to_string(),
+            r#"{"choices":[{"message":{"content":[{"type":"text","text":"a"},{"text":"b"},{"x":1}]}}],"usage":null,"error":null}"#.to_string(),
+            r#"{"choices":[{"message":{"content":null,"tool_calls":[{"id":5,"function":{"name":"grep","arguments":{"pattern":"x"}}},{"function":{"name":"glob"}}]}}],"usage":{"prompt_tokens":null}}"#.to_string(),
+            r#"{"choices":[{"message":{"tool_calls":null}}],"usage":{"prompt_tokens":3}}"#.to_string(),
+        ];
+        let unusual = [
+            r#"{"error":{"message":"overloaded"},"choices":[{"message":{"content":"x"}}]}"#,
+            r#"{"choices":[]}"#,
+            r#"{"choices":[{"message":{"content":"x"}},{"message":7}]}"#,
+            r#"{"choices":{"0":{"message":{"content":"x"}}}}"#,
+            r#"{"choices":[{"message":null}]}"#,
+            r#"{"choices":[[{"content":"by position"}]]}"#,
+            r#"[null,[{"message":{"content":"by position"}}],null]"#,
+            r#"{"choices":[{"message":{"content":"x"}}],"usage":[1,2]}"#,
+            r#"{"choices":[{"message":{"content":"x"}}],"usage":{"prompt_tokens":1.5}}"#,
+            r#"{"choices":[{"message":{"content":"x"}}],"usage":{"prompt_tokens":-1}}"#,
+            r#"{"choices":[{"message":{"content":"a"}}],"choices":[{"message":{"content":"b"}}]}"#,
+            r#"{"choices":[{"message":{"content":7}}]}"#,
+            r#"{"choices":[{"message":{"tool_calls":{"id":"c"}}}]}"#,
+            r#"{"choices":[{"message":{"tool_calls":[{"id":"c","function":{"arguments":"{}"}}]}}]}"#,
+            r#"{"choices":[{"message":{"tool_calls":[{"id":"c","function":{"name":3}}]}}]}"#,
+            r#"{"choices":[{"message":{"tool_calls":[{"id":"c"}]}}]}"#,
+            r#"{"choices":[{"message":{"content":"x"}}]} trailing"#,
+            "not json",
+        ];
+        let tree = |body: &str| {
+            serde_json::from_str::<Value>(body)
+                .ok()
+                .map(|v| parse_response(&v, 3))
+        };
+        for body in &usual {
+            let typed = typed_reply(body.as_bytes(), 3);
+            assert!(typed.is_some(), "{body}");
+            let read = tree(body).and_then(Result::ok);
+            assert!(read.is_some(), "{body}");
+            assert_eq!(typed, read, "{body}");
+        }
+        for body in unusual {
+            assert_eq!(typed_reply(body.as_bytes(), 3), None, "{body}");
+        }
+        // The tree refuses what is written by position, as it always did.
+        for body in unusual.iter().filter(|b| b.contains("by position")) {
+            assert!(matches!(tree(body), Some(Err(_))), "{body}");
+        }
+    }
 
     #[test]
     fn assistant_with_calls_has_null_content_and_tool_messages_their_id() {
