@@ -20,9 +20,20 @@ pub(crate) fn build_client(cfg: &ProviderConfig) -> Result<reqwest::Client, Mode
         // Err means another provider is already installed, which is fine.
         let _ = rustls::crypto::ring::default_provider().install_default();
     });
-    reqwest::Client::builder()
+    let mut builder = reqwest::Client::builder()
         .connect_timeout(cfg.request_timeout)
-        .user_agent(concat!("tinyagent/", env!("CARGO_PKG_VERSION")))
+        .user_agent(concat!("tinyagent/", env!("CARGO_PKG_VERSION")));
+    if cfg
+        .effective_base_url()
+        .is_some_and(|url| url.starts_with("http://"))
+    {
+        // Plain HTTP (a model server on this machine or the LAN): no
+        // certificate is ever checked, so the platform's root store is not
+        // loaded (parsing it is most of a short run's start-up). A redirect
+        // to https then fails verification instead of trusting anything.
+        builder = builder.tls_certs_only([]);
+    }
+    builder
         .build()
         .map_err(|e| ModelError::Client(redact(&e.to_string(), cfg.api_key.as_deref())))
 }
