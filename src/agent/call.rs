@@ -449,25 +449,15 @@ impl Launch for CallLauncher<'_> {
             store.flush().map_err(|e| e.to_string())?
         };
         self.launched.set(true);
-        let mut out = self.out.borrow_mut();
-        let mut after = self.after_sync.borrow_mut();
-        let mut waiting = after.drain(..).peekable();
-        out.hold();
+        let mut waiting = self.after_sync.borrow_mut();
         let store = self.store.borrow();
-        let lines = crate::agent::output::logged_lines(store.last_lines());
-        for ((seq, event), line) in flushed.iter().zip(lines) {
-            out.logged(*seq, event, line);
-            if matches!(event, Event::PlanUpdated(_)) {
-                self.plan_changed.set(true);
-            }
-            while let Some((_, name, body)) = waiting.next_if(|(s, _, _)| s <= seq) {
-                out.event(&name, body);
-            }
+        if self
+            .out
+            .borrow_mut()
+            .sync_point(&flushed, store.last_lines(), waiting.drain(..))
+        {
+            self.plan_changed.set(true);
         }
-        for (_, name, body) in waiting {
-            out.event(&name, body);
-        }
-        out.release();
         Ok(())
     }
 }

@@ -238,23 +238,11 @@ impl Agent {
 
     /// Prints what durable records are about (and what waited for them).
     fn report(&mut self, flushed: Vec<(u64, Event)>) -> u64 {
-        let mut last = 0;
-        let mut plan_changed = false;
-        let mut waiting = std::mem::take(&mut self.after_sync).into_iter().peekable();
-        self.out.hold();
-        let lines = output::logged_lines(self.store.last_lines());
-        for ((seq, event), line) in flushed.iter().zip(lines) {
-            self.out.logged(*seq, event, line);
-            plan_changed |= matches!(event, Event::PlanUpdated(_));
-            last = *seq;
-            while let Some((_, name, body)) = waiting.next_if(|(s, _, _)| s <= seq) {
-                self.out.event(&name, body);
-            }
-        }
-        for (_, name, body) in waiting {
-            self.out.event(&name, body);
-        }
-        self.out.release();
+        let last = flushed.last().map_or(0, |(seq, _)| *seq);
+        let waiting = std::mem::take(&mut self.after_sync);
+        let plan_changed = self
+            .out
+            .sync_point(&flushed, self.store.last_lines(), waiting);
         if plan_changed {
             self.write_plan_file();
         }

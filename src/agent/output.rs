@@ -336,7 +336,7 @@ impl Output {
     /// [`Output::record`] of a record with its line in the log (`logged`,
     /// as the writer framed it): the `--json` event then takes the record's
     /// data from that line instead of serialising the record again.
-    pub fn logged(&mut self, seq: u64, event: &Event, logged: Option<&[u8]>) {
+    fn logged(&mut self, seq: u64, event: &Event, logged: Option<&[u8]>) {
         if self.json {
             if let Some(line) = record_line(seq, event, logged) {
                 self.emit(&line);
@@ -346,6 +346,35 @@ impl Output {
         } else {
             self.human(event);
         }
+    }
+
+    /// Prints a sync point: the events of its durable records in order
+    /// (each from its line in the log, `lines`, see [`Output::logged`]),
+    /// each followed by the events that waited for it (`waiting`: the seq
+    /// each is about, name, body), then the waiting ones left, all in one
+    /// write. Whether a plan update was among the records.
+    pub fn sync_point<'a>(
+        &mut self,
+        flushed: &[(u64, Event)],
+        lines: impl Iterator<Item = &'a [u8]>,
+        waiting: impl IntoIterator<Item = (u64, String, Value)>,
+    ) -> bool {
+        let mut plan_changed = false;
+        let mut waiting = waiting.into_iter().peekable();
+        let mut lines = lines.map(Some).chain(std::iter::repeat(None));
+        self.hold();
+        for (seq, event) in flushed {
+            self.logged(*seq, event, lines.next().flatten());
+            plan_changed |= matches!(event, Event::PlanUpdated(_));
+            while let Some((_, name, body)) = waiting.next_if(|(s, _, _)| s <= seq) {
+                self.event(&name, body);
+            }
+        }
+        for (_, name, body) in waiting {
+            self.event(&name, body);
+        }
+        self.release();
+        plan_changed
     }
 
     #[allow(
@@ -521,15 +550,6 @@ impl serde_json::ser::Formatter for Rounded {
     fn write_f64<W: ?Sized + Write>(&mut self, writer: &mut W, value: f64) -> std::io::Result<()> {
         serde_json::ser::CompactFormatter.write_f64(writer, round6(value).unwrap_or(value))
     }
-}
-
-/// The log's lines of the records a sync point just made durable
-/// ([`crate::store::Store::last_lines`]), each as [`Output::logged`] takes
-/// it, then `None` for ever: zipped with the records, none is left out.
-pub fn logged_lines<'a>(
-    lines: impl Iterator<Item = &'a [u8]>,
-) -> impl Iterator<Item = Option<&'a [u8]>> {
-    lines.map(Some).chain(std::iter::repeat(None))
 }
 
 /// Whether the `--json` event of `event` may take its members from the
