@@ -552,26 +552,64 @@ impl serde_json::ser::Formatter for Rounded {
     }
 }
 
-/// Whether the `--json` event of `event` may take its members from the
-/// record's line in the log as they are: the log writes floats as serde_json
-/// does, events round them ([`Rounded`]), so only a record whose floats
-/// round to themselves prints the same. The kinds of every step; the rest
-/// are serialised again.
-fn prints_as_logged(event: &Event) -> bool {
-    let same = |f: f64| round6(f).is_none_or(|r| r == f);
-    match event {
-        Event::ModelResponse(r) => same(r.cost_usd),
-        Event::StepSaved(s) => same(s.cost_usd_total),
-        Event::ToolStarted(_) | Event::ToolResult(_) => true,
-        _ => false,
+/// Whether `json` (serde_json's compact output) prints the same with
+/// [`Rounded`]: every number in it outside its strings is an integer, or a
+/// float that [`round6`] leaves as it is. The log writes floats as serde_json
+/// does and events round them, so only then may an event take a record's
+/// members from its log line. Decided on the bytes themselves, whatever
+/// the record's kind and fields.
+fn prints_as_rounded(json: &[u8]) -> bool {
+    let mut i = 0;
+    while let Some(&b) = json.get(i) {
+        match b {
+            b'"' => {
+                // To the string's closing quote, past escapes: a string is
+                // most of a record's bytes (a tool's output), so it is
+                // searched, not walked.
+                i += 1;
+                loop {
+                    let found = json
+                        .get(i..)
+                        .and_then(|rest| memchr::memchr2(b'"', b'\\', rest));
+                    let Some(at) = found else {
+                        i = json.len();
+                        break;
+                    };
+                    i += at + 1;
+                    if json[i - 1] == b'"' {
+                        break;
+                    }
+                    i += 1;
+                }
+            }
+            b'-' | b'0'..=b'9' => {
+                let len = json[i..]
+                    .iter()
+                    .take_while(|c| matches!(c, b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9'))
+                    .count();
+                let token = &json[i..i + len];
+                if token.iter().any(|c| matches!(c, b'.' | b'e' | b'E')) {
+                    let value = std::str::from_utf8(token)
+                        .ok()
+                        .and_then(|t| t.parse::<f64>().ok());
+                    match value {
+                        Some(f) if round6(f).is_none_or(|r| r == f) => {}
+                        _ => return false,
+                    }
+                }
+                i += len;
+            }
+            _ => i += 1,
+        }
     }
+    true
 }
 
 /// The `--json` line for a record, made from the record itself with no JSON
 /// tree in between (four of these a step): `{"event":..,"seq":..,` then the
 /// record's data members in the log's order, then `"ts"`. The members are
 /// taken from `logged`, the record's line in the log, when it has them as
-/// the event prints them ([`prints_as_logged`]); else the record is
+/// the event prints them ([`prints_as_rounded`]); else the record is
 /// serialised. `None` for `run.finished`, which takes the run's totals too
 /// and goes through [`Output::event`], and for anything not shaped as
 /// expected.
@@ -580,8 +618,8 @@ fn record_line(seq: u64, event: &Event, logged: Option<&[u8]>) -> Option<Vec<u8>
         return None;
     }
     let from_log = logged
-        .filter(|_| prints_as_logged(event))
-        .and_then(tinyagent_store::wal::frame::data_of);
+        .and_then(tinyagent_store::wal::frame::data_of)
+        .filter(|data| prints_as_rounded(data));
     let record;
     let members = if let Some(data) = from_log {
         &data[1..data.len() - 1]
@@ -767,6 +805,30 @@ mod tests {
                 .unwrap()
                 .contains("what the log holds")
         );
+    }
+
+    /// Numbers inside strings are text; integers always print the same;
+    /// a float only when rounding leaves it as it is.
+    #[test]
+    fn only_floats_that_rounding_changes_keep_a_line_from_being_reused() {
+        for same in [
+            r#"{}"#,
+            r#"{"a":1,"b":-20,"c":18446744073709551615,"d":[0,1]}"#,
+            r#"{"cost":0.25,"t":1e-6,"u":-3.5,"v":125.559021}"#,
+            r#"{"s":"0.30000000000000004 \" 1.0000001 \\","n":null}"#,
+            r#"{"s":"\"","x":2.5E3}"#,
+            r#"{"s":"unterminated 0.1"#,
+        ] {
+            assert!(super::prints_as_rounded(same.as_bytes()), "{same}");
+        }
+        for changed in [
+            r#"{"cost":0.30000000000000004}"#,
+            r#"{"s":"x","v":[1,0.3333333333333333]}"#,
+            r#"{"s":"\\","t":1e-7}"#,
+            r#"{"t":-125.5590209999}"#,
+        ] {
+            assert!(!super::prints_as_rounded(changed.as_bytes()), "{changed}");
+        }
     }
 
     #[test]
