@@ -257,16 +257,6 @@ async fn handle(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    answer(&shared, method, uri, headers, body).await
-}
-
-async fn answer(
-    shared: &Mutex<Shared>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
     let (request, mut reply) = {
         let mut s = shared.lock().unwrap_or_else(|p| p.into_inner());
         let index = s.requests.len() + 1;
