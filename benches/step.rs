@@ -192,6 +192,8 @@ struct PerStep {
     overhead: f64,
     /// CPU time of the agent process (all threads, kernel included).
     cpu: f64,
+    /// The server's time answering (taken off `with` and `without`).
+    server: f64,
     last_request: usize,
 }
 
@@ -206,6 +208,7 @@ fn per_small_step(ws: &Path, fills: usize, runs: u64, small: u64) -> PerStep {
         sum.without += (s.own() - s.fsync) - (base.own() - base.fsync);
         sum.overhead += s.overhead - base.overhead;
         sum.cpu += s.cpu - base.cpu;
+        sum.server += s.server - base.server;
         sum.last_request += s.last_request;
     }
     let steps = (runs * small) as f64;
@@ -214,6 +217,7 @@ fn per_small_step(ws: &Path, fills: usize, runs: u64, small: u64) -> PerStep {
         without: (sum.without / steps).max(0.0),
         overhead: (sum.overhead / steps).max(0.0),
         cpu: (sum.cpu / steps).max(0.0),
+        server: (sum.server / steps).max(0.0),
         last_request: sum.last_request / runs.max(1) as usize,
     }
 }
@@ -369,7 +373,7 @@ fn summary(ws: &Path, rounds: usize, small: u64) {
         println!(
             "  view {name} (last request {} bytes): own time with fdatasync {:.3} ms/step \
              = {:.2}x raw ({:.2}x the spaced one), without {:.3} ms/step; \
-             run.stats overhead {:.3} ms/step; CPU {:.3} ms/step",
+             run.stats overhead {:.3} ms/step; CPU {:.3} ms/step; server {:.3} ms/step",
             views[k].last().map_or(0, |p| p.last_request),
             col(&|_, p| p.with),
             col(&|i, p| p.with / raw[i]),
@@ -377,6 +381,7 @@ fn summary(ws: &Path, rounds: usize, small: u64) {
             col(&|_, p| p.without),
             col(&|_, p| p.overhead),
             col(&|_, p| p.cpu),
+            col(&|_, p| p.server),
         );
     }
     let (t, a) = (median(&mut together), median(&mut apart));
