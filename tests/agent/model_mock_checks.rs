@@ -240,3 +240,57 @@ fn the_servers_busy_time_is_its_work_on_requests_not_the_clients_pauses() {
     );
     assert_eq!(server.request_count(), 2);
 }
+
+/// The server answers before it parses a request, so it tells a streamed
+/// request from a plain one by the body's bytes: its answer is a stream
+/// exactly when the parsed body asks for one, however the key is written,
+/// and the word in a message's text is not the key.
+#[test]
+fn the_answer_is_streamed_exactly_when_the_parsed_body_asks_for_it() {
+    let server = MockServer::start(vec![]);
+    let user = r#""messages":[{"role":"user","content":"u"}]"#;
+    let cases = [
+        (format!(r#"{{"model":"m",{user}}}"#), false),
+        (
+            r#"{"model":"m","messages":[{"role":"user","content":"a \"stream\": true"}]}"#
+                .to_string(),
+            false,
+        ),
+        (format!(r#"{{"model":"m","stream":false,{user}}}"#), false),
+        (format!(r#"{{"model":"m","stream":true,{user}}}"#), true),
+        (
+            format!(r#"{{"model":"m","str\u0065am":true,{user}}}"#),
+            true,
+        ),
+    ];
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = reqwest::Client::new();
+    for (body, streamed) in &cases {
+        let kind = rt.block_on(async {
+            let answer = client
+                .post(format!("{}/chat/completions", server.base_url()))
+                .header("content-type", "application/json")
+                .body(body.clone())
+                .send()
+                .await
+                .unwrap();
+            let kind = answer.headers()["content-type"]
+                .to_str()
+                .unwrap()
+                .to_string();
+            answer.bytes().await.unwrap();
+            kind
+        });
+        assert_eq!(kind == "text/event-stream", *streamed, "{body}: {kind}");
+    }
+    let recorded = server.recorded();
+    assert_eq!(recorded.len(), cases.len());
+    for (r, (body, streamed)) in recorded.iter().zip(&cases) {
+        assert_eq!(r.is_stream(), *streamed, "{body}");
+    }
+    server.assert_no_violations();
+}
