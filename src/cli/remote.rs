@@ -38,21 +38,23 @@ fn sidecar_path(wal: &Path) -> PathBuf {
 }
 
 /// The line `$TINYAGENT_HOME/endpoints` holds for a sidecar this machine
-/// wrote: the sidecar lies beside the log, where anyone who hands over a
-/// log (or, in the local environment, a tool) can write it, so its bucket
-/// and workspace are followed only when the person's own home says this
-/// machine chose them.
-fn sidecar_mark(sc: &Sidecar) -> String {
+/// wrote for run `run_id`: the sidecar lies beside the log, where anyone who
+/// hands over a log (or, in the local environment, a tool) can write it, so
+/// its bucket and workspace are followed only when the person's own home
+/// says this machine chose them for this run. (Without the run id, the
+/// settings of a run resumed from a bucket into some directory, copied
+/// beside another run's log, would move that run into the directory.)
+fn sidecar_mark(run_id: &str, sc: &Sidecar) -> String {
     format!(
-        "replicate {} mode {} workspace {}",
+        "replicate {} mode {} workspace {} run {run_id}",
         sc.url,
         sc.mode,
         sc.workspace.as_deref().unwrap_or("-")
     )
 }
 
-fn write_sidecar(wal: &Path, sc: &Sidecar) -> Result<(), CliError> {
-    super::endpoints::remember(&super::run::home()?, &sidecar_mark(sc))?;
+fn write_sidecar(wal: &Path, run_id: &str, sc: &Sidecar) -> Result<(), CliError> {
+    super::endpoints::remember(&super::run::home()?, &sidecar_mark(run_id, sc))?;
     let p = sidecar_path(wal);
     let fail = |e: std::io::Error| CliError::new(1, format!("{}: {e}", p.display()));
     tinyagent_store::fsutil::create_dir_all_durable(p.parent().expect("a parent")).map_err(fail)?;
@@ -60,21 +62,22 @@ fn write_sidecar(wal: &Path, sc: &Sidecar) -> Result<(), CliError> {
     tinyagent_store::fsutil::atomic_write(&p, &text).map_err(fail)
 }
 
-/// The log's replication settings, if it is replicated.
+/// The replication settings of run `run_id`'s log, if it is replicated.
 ///
 /// # Errors
-/// A file there that does not parse (exit 2).
-pub fn read_sidecar(wal: &Path) -> Result<Option<Sidecar>, CliError> {
+/// A file there that does not parse, or that this machine did not write for
+/// this run (exit 2).
+pub fn read_sidecar(wal: &Path, run_id: &str) -> Result<Option<Sidecar>, CliError> {
     let p = sidecar_path(wal);
     match std::fs::read(&p) {
         Ok(b) => {
             let sc: Sidecar = serde_json::from_slice(&b)
                 .map_err(|e| CliError::refused(format!("{}: {e}", p.display())))?;
-            if !super::endpoints::known(&super::run::home()?, &sidecar_mark(&sc)) {
+            if !super::endpoints::known(&super::run::home()?, &sidecar_mark(run_id, &sc)) {
                 return Err(CliError::refused(format!(
-                    "{}: replication settings this machine did not write (bucket {}, \
-                     workspace {}); they are not followed. Remove the file to resume \
-                     without replication, or resume from the bucket",
+                    "{}: replication settings this machine did not write for run {run_id} \
+                     (bucket {}, workspace {}); they are not followed. Remove the file to \
+                     resume without replication, or resume from the bucket",
                     p.display(),
                     sc.url,
                     sc.workspace.as_deref().unwrap_or("as the log says")
@@ -178,7 +181,7 @@ pub fn start_for_run(
     };
     let rep = Replicator::create(settings, &credentials(), wal, manifest)
         .map_err(|e| CliError::new(1, format!("{e} (the run did not start)")))?;
-    write_sidecar(wal, &sc)?;
+    write_sidecar(wal, &started.run_id, &sc)?;
     super::say(&format!("replicating to {}/{}", rep.url(), started.run_id));
     Ok(Some(rep))
 }
@@ -311,7 +314,7 @@ pub fn fetch_for_resume(args: &ResumeArgs, spec: &str) -> Result<Fetched, CliErr
         mode: mode_name(settings.mode).into(),
         workspace: Some(workspace.display().to_string()),
     };
-    write_sidecar(&staged, &sc)?;
+    write_sidecar(&staged, &run_id, &sc)?;
     let taken = fetch::take_over(bucket, settings, &fetched, &crate::replicate::writer_id())
         .map_err(from_fetch)?;
     // The log's time is its last record's (what a resume says about when

@@ -545,7 +545,7 @@ pub async fn resume_chat(args: &ResumeArgs, chat: bool) -> Result<i32, CliError>
     // A replicated log says where its bucket is, and where the run works
     // when a resume from the bucket put it somewhere else.
     let sidecar = match (&fetched, &source) {
-        (None, Source::Log(wal)) => super::remote::read_sidecar(wal)?,
+        (None, Source::Log(wal)) => super::remote::read_sidecar(wal, &first.run_id)?,
         _ => None,
     };
     let moved_to = fetched

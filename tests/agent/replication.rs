@@ -700,3 +700,77 @@ fn replication_settings_beside_a_log_that_this_machine_did_not_write_are_refused
     assert_eq!(std::fs::read(one.wal()).unwrap(), before);
     assert_eq!(server.request_count(), requests);
 }
+
+#[test]
+fn replication_settings_of_another_run_copied_beside_a_log_are_refused() {
+    let Some(w) = weed("replication_settings_of_another_run_copied_beside_a_log_are_refused")
+    else {
+        return;
+    };
+    let url = format!("{}/runs", w.bucket("copied-sidecar"));
+    let server = MockServer::start(vec![
+        long_call("3.5"),
+        MockReply::text("a is done"),
+        long_call("3.5"),
+        MockReply::text("b is done"),
+    ]);
+    // Run a is lost with its machine and resumed from the bucket on machine
+    // `two`, into two's workspace: its settings there name that workspace.
+    let (_one, a) = stopped_run(w, &url, &server);
+    let two = Sandbox::new();
+    let out = output(resume_cmd(&two, w, &format!("{url}/{a}"), ""));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let a_settings =
+        wal_d(&two.home().join("runs").join(format!("{a}.wal"))).join("replicate.json");
+    let a_text = std::fs::read_to_string(&a_settings).unwrap();
+    let ws = std::fs::canonicalize(two.ws()).unwrap();
+    assert!(a_text.contains(ws.to_str().unwrap()), "{a_text}");
+    // Run b, on the same machine (the same home) in another workspace,
+    // replicated to the same bucket, stopped in the middle of a call.
+    let three = Sandbox::new();
+    let mut c = run_cmd(&three, w, &server.base_url(), &url, "");
+    c.env("TINYAGENT_HOME", two.home())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut child = c.spawn().unwrap();
+    wait_until("b's long call to start", 60, || {
+        started_seq(&three.wal(), "long").is_some()
+    });
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let b = run_id(&three.wal());
+    assert_ne!(a, b);
+    // Someone puts a's settings beside b's log: followed, they would move b
+    // into a's workspace.
+    std::fs::copy(&a_settings, wal_d(&three.wal()).join("replicate.json")).unwrap();
+    let before = std::fs::read(three.wal()).unwrap();
+    let in_bucket = bucket_log(w, &url, &b);
+    let requests = server.request_count();
+    let mut c = three.resume_cmd();
+    c.env("TINYAGENT_HOME", two.home());
+    w.env(&mut c);
+    let out = output(c);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("this machine did not write for run {b}")),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(std::fs::read(three.wal()).unwrap(), before);
+    assert_eq!(bucket_log(w, &url, &b), in_bucket);
+    assert_eq!(server.request_count(), requests);
+    // Its own settings put back, b resumes where it works.
+    let mut sc: Value = serde_json::from_str(&a_text).unwrap();
+    sc["workspace"] = Value::Null;
+    std::fs::write(
+        wal_d(&three.wal()).join("replicate.json"),
+        serde_json::to_vec(&sc).unwrap(),
+    )
+    .unwrap();
+    let mut c = three.resume_cmd();
+    c.env("TINYAGENT_HOME", two.home());
+    w.env(&mut c);
+    let out = output(c);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(bucket_log(w, &url, &b), std::fs::read(three.wal()).unwrap());
+}
