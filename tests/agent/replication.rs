@@ -256,18 +256,24 @@ fn lose_the_machine_and_resume_from_the_bucket_elsewhere() {
 /// A run stopped in the middle of a long call, stored in the bucket.
 fn stopped_run(w: &Weed, url: &str, server: &MockServer) -> (Sandbox, String) {
     let one = Sandbox::new();
-    let mut child = run_cmd(&one, w, &server.base_url(), url, "")
+    let id = stop_in_long_call(&one, run_cmd(&one, w, &server.base_url(), url, ""));
+    (one, id)
+}
+
+/// Runs `cmd` (a run in `sb`), kills it once its call `long` has started,
+/// and gives its run id.
+fn stop_in_long_call(sb: &Sandbox, mut cmd: Command) -> String {
+    let mut child = cmd
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
     wait_until("the long call to start", 60, || {
-        started_seq(&one.wal(), "long").is_some()
+        started_seq(&sb.wal(), "long").is_some()
     });
     child.kill().unwrap();
     child.wait().unwrap();
-    let id = run_id(&one.wal());
-    (one, id)
+    run_id(&sb.wal())
 }
 
 #[test]
@@ -729,16 +735,8 @@ fn replication_settings_of_another_run_copied_beside_a_log_are_refused() {
     // replicated to the same bucket, stopped in the middle of a call.
     let three = Sandbox::new();
     let mut c = run_cmd(&three, w, &server.base_url(), &url, "");
-    c.env("TINYAGENT_HOME", two.home())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    let mut child = c.spawn().unwrap();
-    wait_until("b's long call to start", 60, || {
-        started_seq(&three.wal(), "long").is_some()
-    });
-    child.kill().unwrap();
-    child.wait().unwrap();
-    let b = run_id(&three.wal());
+    c.env("TINYAGENT_HOME", two.home());
+    let b = stop_in_long_call(&three, c);
     assert_ne!(a, b);
     // Someone puts a's settings beside b's log: followed, they would move b
     // into a's workspace.
