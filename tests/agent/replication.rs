@@ -4,6 +4,7 @@
 //! fencing between writers, the bucket going away in sync and async mode,
 //! `sessions s3://…`, and a forged bucket refused.
 
+use crate::support::checkpoints::tree_of;
 use crate::support::contract;
 use crate::support::e2e::{Sandbox, bin, output, stderr};
 use crate::support::mock::{MockReply, MockServer};
@@ -740,7 +741,11 @@ fn replication_settings_of_another_run_copied_beside_a_log_are_refused() {
     assert_ne!(a, b);
     // Someone puts a's settings beside b's log: followed, they would move b
     // into a's workspace.
-    std::fs::copy(&a_settings, wal_d(&three.wal()).join("replicate.json")).unwrap();
+    let b_settings = wal_d(&three.wal()).join("replicate.json");
+    let b_own = std::fs::read(&b_settings).unwrap();
+    std::fs::copy(&a_settings, &b_settings).unwrap();
+    std::fs::write(two.ws().join("a.txt"), "a's work\n").unwrap();
+    let a_files = tree_of(&two.ws());
     let before = std::fs::read(three.wal()).unwrap();
     let in_bucket = bucket_log(w, &url, &b);
     let requests = server.request_count();
@@ -757,14 +762,9 @@ fn replication_settings_of_another_run_copied_beside_a_log_are_refused() {
     assert_eq!(std::fs::read(three.wal()).unwrap(), before);
     assert_eq!(bucket_log(w, &url, &b), in_bucket);
     assert_eq!(server.request_count(), requests);
+    assert_eq!(tree_of(&two.ws()), a_files);
     // Its own settings put back, b resumes where it works.
-    let mut sc: Value = serde_json::from_str(&a_text).unwrap();
-    sc["workspace"] = Value::Null;
-    std::fs::write(
-        wal_d(&three.wal()).join("replicate.json"),
-        serde_json::to_vec(&sc).unwrap(),
-    )
-    .unwrap();
+    std::fs::write(&b_settings, b_own).unwrap();
     let mut c = three.resume_cmd();
     c.env("TINYAGENT_HOME", two.home());
     w.env(&mut c);
