@@ -587,6 +587,11 @@ pub struct Resume {
     /// Processes of interrupted calls that were still running and were stopped.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stopped_processes: Vec<StoppedProcess>,
+    /// The variable this resume read the API key from (its name, never
+    /// its value). Every variable a run ever named so is kept from every
+    /// child of a later resume too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

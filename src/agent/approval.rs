@@ -351,6 +351,9 @@ fn wait_for_answer(wal: &Path, step: u64, call: &ToolCall) -> Reply {
         printable(&call.name)
     );
     if tty {
+        // Only what is typed after the question answers it: a line typed
+        // ahead (or pushed into the terminal by anything) is thrown away.
+        discard_typed_ahead();
         super::output::err_text(&format!(
             "(or answer from elsewhere: {elsewhere})\n{question}"
         ));
@@ -403,8 +406,18 @@ fn wait_for_answer(wal: &Path, step: u64, call: &ToolCall) -> Reply {
     })
 }
 
+/// Throws away the input the terminal on stdin holds that nobody has read
+/// yet (`tcflush` with `TCIFLUSH`).
+fn discard_typed_ahead() {
+    use std::os::fd::AsFd;
+    let stdin = std::io::stdin();
+    let _ = nix::sys::termios::tcflush(stdin.as_fd(), nix::sys::termios::FlushArg::TCIFLUSH);
+}
+
 /// A line from the terminal on stdin, waiting at most `timeout`: `Ok(None)`
-/// when none came, `Err` when stdin is closed.
+/// when none came, `Err` when stdin is closed. Read from the descriptor,
+/// not through a buffer: the terminal hands over one line per read, and no
+/// input is kept back here for a later question.
 fn poll_line(timeout: Duration) -> Result<Option<String>, ()> {
     use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
     use std::os::fd::AsFd;
@@ -421,10 +434,15 @@ fn poll_line(timeout: Duration) -> Result<Option<String>, ()> {
     if !ready.intersects(PollFlags::POLLIN | PollFlags::POLLHUP) {
         return Ok(None);
     }
-    let mut line = String::new();
-    match std::io::BufRead::read_line(&mut stdin.lock(), &mut line) {
-        Ok(0) | Err(_) => Err(()),
-        Ok(_) => Ok(Some(line)),
+    let mut buf = [0u8; 4096];
+    loop {
+        match nix::unistd::read(stdin.as_fd(), &mut buf) {
+            Ok(0) => return Err(()),
+            Ok(n) => return Ok(Some(String::from_utf8_lossy(&buf[..n]).into_owned())),
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(nix::errno::Errno::EAGAIN) => return Ok(None),
+            Err(_) => return Err(()),
+        }
     }
 }
 

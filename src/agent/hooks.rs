@@ -16,7 +16,6 @@ use crate::text::cut_chars;
 use crate::tools::host::kill_group;
 use serde_json::Value;
 use std::io::{Read, Write};
-use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -55,8 +54,9 @@ pub fn run_hook(
         .current_dir(cwd)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
+        .stderr(Stdio::piped());
+    // A session of its own: no controlling terminal, no descriptor of ours.
+    crate::tools::host::detach(&mut cmd);
     // A hook is a child of the agent like any tool: no key in its
     // environment, so none in what a post hook prints (which is logged).
     crate::tools::env::scrub_keys(&mut cmd);

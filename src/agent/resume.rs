@@ -199,6 +199,7 @@ impl Agent {
             // notice (older logs carry it here).
             message: None,
             stopped_processes: stopped,
+            api_key_env: self.config.model.api_key_env.clone(),
         }))?;
         if let Some(text) = &stop.message {
             self.add_user_message(text, "resume")?;

@@ -77,6 +77,7 @@ impl Git {
         // A git left running by a killed agent could hold the index lock
         // or write behind the back of the next process.
         crate::tools::group::die_with_agent(&mut cmd);
+        crate::tools::host::detach(&mut cmd);
         for (k, _) in std::env::vars_os() {
             if k.as_encoded_bytes().starts_with(b"GIT_") {
                 cmd.env_remove(k);

@@ -178,6 +178,7 @@ pub fn resolve(args: &RunArgs, file: &Config) -> Result<RunConfig, CliError> {
         chat: false,
         env: file.env.kind()?,
         network: file.env.network.unwrap_or(false),
+        sockets: file.env.sockets.clone(),
         container: ContainerSettings {
             engine: file.env.engine()?,
             image: file
@@ -236,7 +237,8 @@ pub fn start_mcp(
         EnvKind::Sandbox => {
             let sandbox = crate::tools::env::SandboxEnv::new(config.network)
                 .map_err(|e| CliError::new(1, e.to_string()))?
-                .protecting(protected.clone());
+                .protecting(protected.clone())
+                .exposing(config.sockets.clone());
             sandbox
                 .check(&config.workspace)
                 .map_err(|e| CliError::new(1, e.to_string()))?;
@@ -475,7 +477,7 @@ fn exec_env_checked(
     config: &RunConfig,
     protected: &crate::tools::protected::Protected,
 ) -> Result<Box<dyn ExecEnv>, CliError> {
-    let env = crate::tools::env::from_kind(config.env, config.network, protected)
+    let env = crate::tools::env::from_kind(config.env, config.network, &config.sockets, protected)
         .map_err(|e| CliError::new(1, e.to_string()))?;
     env.check(&config.workspace)
         .map_err(|e| CliError::new(1, e.to_string()))?;

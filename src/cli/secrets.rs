@@ -70,20 +70,33 @@ pub fn named_key_vars(command: &Command) -> Vec<String> {
                     .and_then(|c| c.model.api_key_env)
             })
         }
-        Command::Chat(a) => a.opts.provider.api_key_env.clone().or_else(|| {
-            super::resume::recorded_key_env(&super::args::ResumeArgs {
-                path: a.resume.clone(),
-                ..super::args::ResumeArgs::default()
-            })
-        }),
-        Command::Resume(a) => a
-            .provider
-            .api_key_env
-            .clone()
-            .or_else(|| super::resume::recorded_key_env(a)),
+        Command::Chat(a) => {
+            return with_recorded(
+                a.opts.provider.api_key_env.clone(),
+                &super::args::ResumeArgs {
+                    path: a.resume.clone(),
+                    ..super::args::ResumeArgs::default()
+                },
+            );
+        }
+        Command::Resume(a) => return with_recorded(a.provider.api_key_env.clone(), a),
         _ => None,
     };
     named.into_iter().filter(|n| !n.is_empty()).collect()
+}
+
+/// A resume's key variables: the one it names now (`--api-key-env`) and
+/// every one the run named before (`run`, each earlier `resume`), so that a
+/// key given to an earlier part of the run is kept from this part's children
+/// as well.
+fn with_recorded(flag: Option<String>, args: &super::args::ResumeArgs) -> Vec<String> {
+    let mut names: Vec<String> = flag.into_iter().filter(|n| !n.is_empty()).collect();
+    for var in super::resume::recorded_key_envs(args) {
+        if !names.contains(&var) {
+            names.push(var);
+        }
+    }
+    names
 }
 
 /// Takes the key variables out of the environment (re-executing when one

@@ -175,6 +175,10 @@ pub struct EnvSection {
     /// The container's image; `host` (the default) is the host's root file
     /// system under a throw-away overlay.
     pub image: Option<String>,
+    /// Host unix sockets the sandbox's commands may connect to (every other
+    /// one is out of their reach). From the local config only.
+    #[serde(default)]
+    pub sockets: Vec<PathBuf>,
 }
 
 /// The person's own config for every project:

@@ -338,6 +338,9 @@ pub struct RunConfig {
     pub env: EnvKind,
     /// Network inside the sandbox or the container.
     pub network: bool,
+    /// Host unix sockets the sandbox shows its commands (`env.sockets`,
+    /// local config only; a log never names one).
+    pub sockets: Vec<PathBuf>,
     /// The container environment's engine and image (`host`: the host's
     /// root file system under a throw-away overlay).
     pub container: ContainerSettings,
@@ -467,6 +470,7 @@ impl RunConfig {
             },
             env: s.env.unwrap_or_default(),
             network: s.network,
+            sockets: Vec::new(),
             container: ContainerSettings {
                 engine: s.engine,
                 image: s.image.clone().unwrap_or_else(|| HOST_IMAGE.to_string()),

@@ -376,7 +376,7 @@ fn spawn(spec: &ServerSpec) -> Result<Spawned, String> {
         cmd.env_remove(var);
     }
     cmd.envs(&spec.env);
-    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    crate::tools::host::detach(&mut cmd);
     crate::tools::group::die_with_agent(&mut cmd);
     let exited: Shared<Option<String>> = Arc::default();
     let stderr: Shared<StderrTail> = Arc::default();

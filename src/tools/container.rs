@@ -293,7 +293,7 @@ impl Container {
             .stdin(go_r)
             .stdout(out)
             .stderr(id_w);
-        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        super::host::detach(&mut cmd);
         super::group::die_with_agent(&mut cmd);
         let (status_tx, status) = channel();
         let (spawned_tx, spawned_rx) = channel();
@@ -512,6 +512,7 @@ fn command_status(exec: ExitStatus, reported: Option<i32>) -> ExitStatus {
 /// The engine's command line with a scrubbed environment.
 pub fn engine_command(binary: &Path) -> Command {
     let mut cmd = Command::new(binary);
+    super::host::detach(&mut cmd);
     cmd.env_clear();
     for var in ENGINE_VARS {
         if let Some(v) = std::env::var_os(var) {

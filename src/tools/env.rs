@@ -127,6 +127,7 @@ impl ExecEnv for LocalEnv {
         let mut cmd = Command::new("bash");
         cmd.arg("-c").arg(script).current_dir(workspace);
         scrub_keys(&mut cmd);
+        super::host::detach(&mut cmd);
         cmd
     }
 }
@@ -147,11 +148,21 @@ pub fn is_key_var(name: &str) -> bool {
 /// it, so a tinyagent started by a tool does not take it for its own.
 pub const KEY_FD_VAR: &str = "TINYAGENT_KEY_FD";
 
-/// Removes the agent's key variables (and [`KEY_FD_VAR`]) from `cmd`'s
-/// environment. Tools, background processes and hooks all go through here.
+/// Whether a variable holds a setting of the bucket a run replicates to
+/// (`AWS_ENDPOINT_URL`, `AWS_ENDPOINT_URL_S3`, `AWS_REGION`,
+/// `AWS_DEFAULT_REGION`): not secret, but none of them reaches a tool's
+/// environment (contract section 11).
+pub fn is_bucket_var(name: &str) -> bool {
+    name.starts_with("AWS_ENDPOINT_URL") || matches!(name, "AWS_REGION" | "AWS_DEFAULT_REGION")
+}
+
+/// Removes the agent's key variables, its bucket settings and
+/// [`KEY_FD_VAR`] from `cmd`'s environment. Tools, background processes,
+/// hooks and MCP servers all go through here.
 pub fn scrub_keys(cmd: &mut Command) {
     for (name, _) in std::env::vars_os() {
-        if is_key_var(&name.to_string_lossy()) {
+        let name_str = name.to_string_lossy();
+        if is_key_var(&name_str) || is_bucket_var(&name_str) {
             cmd.env_remove(name);
         }
     }
@@ -252,6 +263,8 @@ pub struct SandboxEnv {
     network: bool,
     /// The run's own files: hidden or read-only inside the sandbox.
     protected: super::protected::Protected,
+    /// Host unix sockets shown to the commands (`env.sockets`).
+    sockets: Vec<PathBuf>,
 }
 
 impl SandboxEnv {
@@ -262,7 +275,16 @@ impl SandboxEnv {
             bwrap,
             network,
             protected: super::protected::Protected::none(),
+            sockets: Vec::new(),
         })
+    }
+
+    /// The same sandbox, letting its commands connect to these host unix
+    /// sockets (and to no other).
+    #[must_use]
+    pub fn exposing(mut self, sockets: Vec<PathBuf>) -> Self {
+        self.sockets = sockets;
+        self
     }
 
     /// The same sandbox, keeping `protected` out of the commands' reach.
@@ -365,6 +387,7 @@ fn refusal(why: &str, ws: &Path) -> Command {
         why,
     ])
     .current_dir(ws);
+    super::host::detach(&mut cmd);
     cmd
 }
 
@@ -456,8 +479,17 @@ impl SandboxEnv {
     }
 
     /// The bubblewrap command line for `script` on `ws` (resolved).
+    ///
+    /// bubblewrap itself is started in a session of its own with no
+    /// controlling terminal and none of the agent's descriptors but 0, 1
+    /// and 2 ([`super::host::detach`]); the command inside stays in that
+    /// session and in bubblewrap's process group, so a signal to the group
+    /// reaches it (`--new-session` would put it beyond the group's reach;
+    /// the pid namespace and `--die-with-parent` take the rest with
+    /// bubblewrap on SIGKILL).
     fn bwrap_command(&self, script: &str, ws: &Path, covers: &[Cover]) -> Command {
         let mut cmd = Command::new(&self.bwrap);
+        super::host::detach(&mut cmd);
         // No capabilities, also for root: a user namespace of its own (uid
         // mapped to itself) that may not make further ones, and every
         // capability dropped from all sets, the bounding set included, so
@@ -474,9 +506,26 @@ impl SandboxEnv {
                 "/proc/sysrq-trigger",
                 "/proc/sysrq-trigger",
             ])
-            .args(["--tmpfs", "/tmp"])
-            // After /tmp so that a workspace under /tmp is visible.
-            .arg("--bind")
+            .args(["--tmpfs", "/tmp"]);
+        // No host unix socket is in reach (connect() needs no write access,
+        // so a read-only view is not enough): the directories that hold
+        // them are empty here, and every other socket the host's network
+        // namespace has bound to a path is covered by /dev/null. Abstract
+        // sockets belong to a network namespace: `--unshare-net` below.
+        for dir in SOCKET_DIRS {
+            if std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()) {
+                cmd.args(["--tmpfs", dir]);
+            }
+        }
+        for sock in host_sockets(ws, &self.sockets) {
+            cmd.args(["--ro-bind", "/dev/null"]).arg(&sock);
+        }
+        for sock in &self.sockets {
+            // One the person named: in reach again, at its own path.
+            cmd.arg("--bind-try").arg(sock).arg(sock);
+        }
+        // After the tmpfs mounts so that a workspace beneath one is visible.
+        cmd.arg("--bind")
             .arg(ws)
             .arg(ws)
             .arg("--chdir")
@@ -499,17 +548,74 @@ impl SandboxEnv {
     }
 }
 
+/// Directories that hold the host's unix sockets, each replaced by an
+/// empty tmpfs in the sandbox when it is a directory (`/var/run` is usually
+/// a link to `/run`). `/tmp` is private already and `/dev` is bubblewrap's
+/// own.
+const SOCKET_DIRS: &[&str] = &["/run", "/var/run", "/var/tmp"];
+
+/// The unix sockets bound to a path in the agent's network namespace
+/// (`/proc/net/unix`) that lie outside the directories emptied by
+/// [`SOCKET_DIRS`] and `/tmp`, outside the workspace `ws`, are not among
+/// `shown`, and are sockets now: each is covered in the sandbox. A socket
+/// bound in another network namespace is not listed there; the emptied
+/// directories are where such sockets live.
+fn host_sockets(ws: &Path, shown: &[PathBuf]) -> Vec<PathBuf> {
+    use std::os::unix::fs::FileTypeExt;
+    let Ok(table) = std::fs::read("/proc/net/unix") else {
+        return Vec::new();
+    };
+    let emptied = |p: &Path| {
+        p.starts_with("/tmp")
+            || SOCKET_DIRS.iter().any(|d| p.starts_with(d))
+            || p.starts_with("/dev")
+    };
+    let mut found = std::collections::BTreeSet::new();
+    for line in table.split(|&b| b == b'\n').skip(1) {
+        let Some(path) = socket_path(line) else {
+            continue;
+        };
+        if emptied(&path) || path.starts_with(ws) || shown.contains(&path) {
+            continue;
+        }
+        // A socket that is gone cannot be covered (bubblewrap would have to
+        // create a file in a read-only tree); nothing can connect to it.
+        if std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_socket()) {
+            found.insert(path);
+        }
+    }
+    found.into_iter().collect()
+}
+
+/// The path of one line of `/proc/net/unix` (`Num RefCount Protocol Flags
+/// Type St Inode Path`), when the socket is bound to an absolute one.
+fn socket_path(line: &[u8]) -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut rest = line;
+    for _ in 0..7 {
+        rest = rest.trim_ascii_start();
+        let end = rest.iter().position(u8::is_ascii_whitespace)?;
+        rest = &rest[end..];
+    }
+    let path = rest.strip_prefix(b" ")?;
+    path.starts_with(b"/")
+        .then(|| PathBuf::from(std::ffi::OsStr::from_bytes(path)))
+}
+
 /// Builds the environment of a kind (`local` or `sandbox`; the container
 /// environment is set up with [`ContainerEnv::attach`]).
 pub fn from_kind(
     kind: crate::config::EnvKind,
     network: bool,
+    sockets: &[PathBuf],
     protected: &super::protected::Protected,
 ) -> Result<Box<dyn ExecEnv>, EnvError> {
     match kind {
         crate::config::EnvKind::Local => Ok(Box::new(LocalEnv)),
         crate::config::EnvKind::Sandbox => Ok(Box::new(
-            SandboxEnv::new(network)?.protecting(protected.clone()),
+            SandboxEnv::new(network)?
+                .protecting(protected.clone())
+                .exposing(sockets.to_vec()),
         )),
         crate::config::EnvKind::Container => Err(EnvError::Container(
             "the container environment needs the run's id and log".into(),
@@ -721,6 +827,7 @@ mod tests {
             bwrap: PathBuf::from("bwrap"),
             network: false,
             protected,
+            sockets: Vec::new(),
         };
         assert_eq!(
             env.covers(&ws, false).unwrap(),

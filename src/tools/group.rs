@@ -2,7 +2,8 @@
 //! recorded, then released; stopped by a signal with a grace period; found
 //! again after a hard kill of the agent.
 //!
-//! A foreground command's process is forked in a new process group and
+//! A foreground command's process is forked in a new session and process
+//! group of its own ([`host::detach`]) and
 //! stops before `exec`: between fork and exec it sets SIGKILL as its
 //! parent-death signal, writes its pid on one pipe and waits for one byte on
 //! another. The agent makes the group's identity (leader pid = group id, and
@@ -104,7 +105,7 @@ impl Held {
 pub fn spawn_held(mut cmd: Command) -> io::Result<Held> {
     let (mut pid_r, pid_w) = io::pipe()?;
     let (go_r, go_w) = io::pipe()?;
-    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    host::detach(&mut cmd);
     hold_before_exec(
         &mut cmd,
         [pid_w.as_raw_fd(), go_r.as_raw_fd()],

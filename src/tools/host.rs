@@ -1,9 +1,70 @@
-//! The host's processes: what `/proc/PID/stat` says about one, and killing a
-//! process group. Commands, background processes and hooks each run in their
-//! own group (`process_group(0)`), so the group's id is the leader's pid.
+//! The host's processes: how a child is started apart from the agent
+//! ([`detach`]), what `/proc/PID/stat` says about one, and killing a process
+//! group. Commands, background processes, hooks and MCP servers each lead a
+//! session and a process group of their own, so the group's id is the
+//! leader's pid.
 
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
+
+/// Starts `cmd`'s process apart from the agent (contract section 20), for
+/// every child tinyagent starts in every environment:
+///
+/// - **A session of its own** (`setsid`), with no controlling terminal: a
+///   command cannot open `/dev/tty`, cannot push input into the person's
+///   terminal with `TIOCSTI` (the kernel allows that only on one's own
+///   controlling terminal, or with `CAP_SYS_ADMIN`), and gets none of the
+///   terminal's signals. Being a session leader also makes it the leader of
+///   a new process group whose id is its pid, so a signal to that group
+///   reaches it and everything it starts (section 7).
+/// - **No descriptor of the agent's but 0, 1 and 2**: every other one is
+///   marked close-on-exec (`close_range` with `CLOSE_RANGE_CLOEXEC`), also
+///   one the agent inherited from whoever started it. Marked, not closed:
+///   the pipes that hold a command before its exec (see [`super::group`])
+///   and the one that reports a failed exec still work until then.
+///
+/// Calling it twice on one command is harmless. A command detached so must
+/// not also ask for `process_group`: that makes it a group leader before
+/// this runs, and a group leader cannot start a session.
+#[allow(unsafe_code)]
+pub fn detach(cmd: &mut std::process::Command) {
+    use nix::libc;
+    // SAFETY: the closure runs in the forked child before exec and makes
+    // only async-signal-safe system calls (getsid, getpid, setsid,
+    // close_range, getrlimit, fcntl); it allocates nothing (errors are raw
+    // OS errors) and touches no lock.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(cmd, || {
+            if libc::getsid(0) != libc::getpid() && libc::setsid() < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::close_range(
+                3,
+                libc::c_uint::MAX,
+                libc::CLOSE_RANGE_CLOEXEC.cast_signed(),
+            ) != 0
+            {
+                // Kernels before 5.11: each descriptor in turn.
+                let mut lim = libc::rlimit {
+                    rlim_cur: 0,
+                    rlim_max: 0,
+                };
+                let top = if libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut lim) == 0 {
+                    lim.rlim_cur.min(1 << 20) as libc::c_int
+                } else {
+                    1024
+                };
+                for fd in 3..top {
+                    let flags = libc::fcntl(fd, libc::F_GETFD);
+                    if flags >= 0 {
+                        libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+                    }
+                }
+            }
+            Ok(())
+        });
+    }
+}
 
 /// The fields of `/proc/PID/stat` tinyagent reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

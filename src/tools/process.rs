@@ -28,7 +28,7 @@ use serde_json::{Value, json};
 use std::fs::OpenOptions;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::os::unix::fs::OpenOptionsExt;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, Sender};
@@ -296,10 +296,8 @@ impl ProcessTable {
         }
         let stderr = file.try_clone().map_err(dir_err)?;
         let mut cmd = env.command(command, workspace);
-        cmd.stdin(Stdio::null())
-            .stdout(file)
-            .stderr(stderr)
-            .process_group(0);
+        cmd.stdin(Stdio::null()).stdout(file).stderr(stderr);
+        super::host::detach(&mut cmd);
         let child = self.spawn(cmd).map_err(ProcessError::Spawn)?;
         let pid = child.id();
         let summary = ProcessSummary {

@@ -8,7 +8,8 @@
 //! The walker goes by path, so a directory swapped for a link while it walks
 //! could lead it elsewhere. Nothing it yields is taken on trust: each file is
 //! opened again beneath the workspace ([`Root::open`], `O_NOFOLLOW`), and only
-//! a regular file found there, not one of the run's own, is listed or read.
+//! a regular file found there, the same file the walk listed (same inode),
+//! not one of the run's own, is listed or read.
 
 use super::files::{self, open_beneath};
 use super::paths::{self, Beneath};
@@ -109,10 +110,18 @@ impl Root {
 
     /// Opens a file the walk yielded, beneath the workspace and without
     /// following a final link, with `flags` (`O_PATH` to look only): None
-    /// unless it is a regular file there that no protection covers.
+    /// unless it is a regular file there that no protection covers, and the
+    /// very file the walk listed (its inode is the one the directory listing
+    /// gave). A directory swapped for a link while the walk read it lists
+    /// another directory's names; none of them is shown unless the same file
+    /// is found beneath the workspace at that name.
     pub(super) fn open(&self, entry: &DirEntry, flags: OFlag) -> Option<(File, Metadata)> {
+        use std::os::unix::fs::MetadataExt;
         let rel = self.beneath.relative(entry.path());
         let (file, meta) = open_beneath(&self.beneath, &rel, flags | OFlag::O_NOFOLLOW).ok()?;
+        if entry.ino().is_some_and(|listed| listed != meta.ino()) {
+            return None;
+        }
         let shown = rel.display().to_string();
         (meta.is_file() && files::check_opened(&self.protected, &shown, &file, &meta).is_ok())
             .then_some((file, meta))

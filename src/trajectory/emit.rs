@@ -87,6 +87,7 @@ impl Emitter {
                 limits: None,
                 message: None,
                 stopped_processes: Vec::new(),
+                api_key_env: None,
             })),
         }
     }

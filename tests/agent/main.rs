@@ -10,6 +10,7 @@ mod support;
 
 mod agent_e2e;
 mod approvals;
+mod boundary;
 mod chat;
 mod checkpoints;
 mod cli_surface;

@@ -224,6 +224,92 @@ fn resume_with_an_overriding_api_key_env_keeps_that_key_from_every_child() {
     s.check_outputs(&server, &[&out1, &out2]);
 }
 
+/// The run's key and a resume's key, both in the environment of the
+/// resume: the variable named on `run` was recorded (by name) and is kept
+/// from every child of the resumed run too, with the one named now; the
+/// bucket's endpoint and region reach no tool's environment either.
+fn run_key_then_resume_key(toml: &str) {
+    let s = Scene::new(3);
+    let server = MockServer::start(vec![MockReply::tool_call(
+        "bash",
+        json!({"command": "true"}),
+    )]);
+    let config = format!("{}{toml}", s.hooks_toml());
+    let mut first =
+        s.sb.run_cmd_cfg(&server.base_url(), "probe the keys", &config);
+    first
+        .env(MARKER_VAR, &s.marker)
+        .env("TINYAGENT_HOME", s.sb.path("home"))
+        .args(["--max-steps", "1", "--api-key-env", "TA_RUN_KEY"])
+        .env("TA_RUN_KEY", &s.canaries[0]);
+    let out1 = output(first);
+    assert_eq!(out1.status.code(), Some(3), "{}", stderr(&out1));
+    for r in server.recorded() {
+        assert_bearer(&r, &s.canaries[0]);
+    }
+    let before = server.request_count();
+    server.push(Scene::probe_step());
+    server.push(MockReply::text("done"));
+    let endpoint = format!("http://127.0.0.1:1/{}", canary());
+    let region = format!("region-{}", canary());
+    let mut resume = s.sb.resume_cmd();
+    resume
+        .args([
+            "--max-steps",
+            "5",
+            "--api-key-env",
+            "TA_RESUME_KEY",
+            "--config",
+        ])
+        .arg(s.sb.path("tinyagent.toml"))
+        .env(MARKER_VAR, &s.marker)
+        .env("TINYAGENT_HOME", s.sb.path("home"))
+        .env("TA_RUN_KEY", &s.canaries[0])
+        .env("TA_RESUME_KEY", &s.canaries[1])
+        .env("OPENAI_API_KEY", &s.canaries[2])
+        .env("AWS_ENDPOINT_URL", &endpoint)
+        .env("AWS_REGION", &region);
+    let out2 = output(resume);
+    assert_eq!(out2.status.code(), Some(0), "{}", stderr(&out2));
+    let recorded = server.recorded();
+    assert!(recorded.len() > before, "the resumed run sent nothing");
+    for r in &recorded[before..] {
+        assert_bearer(r, &s.canaries[1]);
+    }
+    s.check_outputs(&server, &[&out1, &out2]);
+    // The resume recorded the name it was given, never a value.
+    let log = std::fs::read_to_string(s.sb.wal()).unwrap();
+    assert!(log.contains(r#""api_key_env":"TA_RESUME_KEY""#), "{log}");
+    // A tool's own environment (what it prints before the agent's) holds
+    // neither bucket setting.
+    let last = server.recorded().pop().unwrap();
+    for (id, content) in last.tool_results() {
+        let own = content.split("==environ").next().unwrap_or_default();
+        assert!(
+            !own.contains(&endpoint) && !own.contains(&region),
+            "AWS_ENDPOINT_URL or AWS_REGION reached tool {id}:\n{own}"
+        );
+    }
+}
+
+#[test]
+fn a_run_key_and_a_resume_key_set_together_reach_no_child() {
+    run_key_then_resume_key("");
+}
+
+#[test]
+fn a_run_key_and_a_resume_key_set_together_reach_no_sandboxed_child() {
+    let s = Sandbox::new();
+    let Some(_) = require(
+        "bwrap",
+        "a_run_key_and_a_resume_key_set_together_reach_no_sandboxed_child",
+        crate::support::require::bwrap(&s.ws(), false),
+    ) else {
+        return;
+    };
+    run_key_then_resume_key("[env]\nkind = \"sandbox\"\n");
+}
+
 /// `setpriv` is there and `nobody` can run the binary (a checkout under
 /// `/root` is closed to it).
 fn nobody_can_run() -> Result<(), String> {

@@ -317,9 +317,11 @@ fn mounts_fail_and_writes_outside_the_workspace_do_not_reach_the_host() {
     let probes = HostProbes::new(&[
         host_dir.path(),
         std::path::Path::new("/etc"),
-        std::path::Path::new("/var/tmp"),
         std::path::Path::new("/root"),
     ]);
+    // Private in the sandbox, like /tmp (it may hold the host's sockets):
+    // a write there lands in the sandbox's own tmpfs, never on the host.
+    let private = HostProbes::new(&[std::path::Path::new("/var/tmp")]);
     let mut script = String::from(
         "mount -o remount,rw / 2>/dev/null && echo remounted || echo remount-refused\n\
          mount -t tmpfs x /mnt 2>/dev/null && echo mounted || echo mount-refused\n",
@@ -330,12 +332,20 @@ fn mounts_fail_and_writes_outside_the_workspace_do_not_reach_the_host() {
             p.display()
         ));
     }
+    for p in &private.0 {
+        script.push_str(&format!(
+            "echo x > '{}' && test -s '{}' && echo wrote-private\n",
+            p.display(),
+            p.display()
+        ));
+    }
     script.push_str("echo inside > inside.txt && echo wrote-inside\n");
     let out = run(&fx, &env, &script);
     assert!(out.contains("remount-refused"), "{out}");
     assert!(out.contains("mount-refused"), "{out}");
     assert!(!out.contains("wrote-outside"), "{out}");
-    for p in &probes.0 {
+    assert!(out.contains("wrote-private"), "{out}");
+    for p in probes.0.iter().chain(&private.0) {
         assert!(!p.exists(), "{} reached the host", p.display());
     }
     assert!(out.contains("wrote-inside"), "{out}");
