@@ -16,8 +16,8 @@ use crate::support::e2e::{Sandbox, bin, host_tempdir, output, stderr};
 use crate::support::mock::{MockReply, MockServer};
 use crate::support::pty;
 use crate::support::require::{self, require};
+use crate::support::sockets::{Listening, connect_probe, listen_abstract};
 use serde_json::json;
-use std::os::unix::net::UnixListener;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
@@ -254,50 +254,6 @@ fn a_local_call_has_no_controlling_terminal() {
     }
 }
 
-/// A python probe that connects to each of `targets` (a path, or `@name`
-/// for an abstract socket) and prints `CONNECTED <t>` or `refused <t>`.
-fn connect_probe(targets: &[String]) -> String {
-    let script = format!(
-        r#"
-import socket
-for t in {targets:?}:
-    s = socket.socket(socket.AF_UNIX)
-    addr = "\0" + t[1:] if t.startswith("@") else t
-    try:
-        s.connect(addr)
-        print("CONNECTED", t)
-    except OSError as e:
-        print("refused", t, e.errno)
-print("probe-done")
-"#
-    );
-    format!("python3 -c '{}'", script.replace('\'', r"'\''"))
-}
-
-/// A listening socket that is removed with it.
-struct Listening {
-    path: std::path::PathBuf,
-    _l: UnixListener,
-}
-
-impl Listening {
-    fn at(path: &Path) -> Listening {
-        let _ = std::fs::remove_file(path);
-        let l = UnixListener::bind(path).unwrap();
-        l.set_nonblocking(true).unwrap();
-        Listening {
-            path: path.to_path_buf(),
-            _l: l,
-        }
-    }
-}
-
-impl Drop for Listening {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
-    }
-}
-
 #[test]
 fn the_sandbox_reaches_no_host_unix_socket_but_the_ones_named() {
     let test = "the_sandbox_reaches_no_host_unix_socket_but_the_ones_named";
@@ -315,13 +271,7 @@ fn the_sandbox_reaches_no_host_unix_socket_but_the_ones_named() {
     let host_sock = Listening::at(&elsewhere.path().join("service.sock"));
     let named_sock = Listening::at(&elsewhere.path().join("named.sock"));
     let abstract_name = format!("tinyagent-test-{tag}");
-    let _abstract = std::os::unix::net::UnixListener::bind_addr(
-        &<std::os::unix::net::SocketAddr as std::os::linux::net::SocketAddrExt>::from_abstract_name(
-            abstract_name.as_bytes(),
-        )
-        .unwrap(),
-    )
-    .unwrap();
+    let _abstract = listen_abstract(&abstract_name);
     let targets = vec![
         run_sock.path.display().to_string(),
         host_sock.path.display().to_string(),

@@ -7,9 +7,10 @@
 
 use crate::support::container::{self, Ctr};
 use crate::support::contract;
-use crate::support::e2e::{bin, output};
+use crate::support::e2e::{bin, host_tempdir, output};
 use crate::support::mock::{MockReply, MockServer, RecordedRequest};
 use crate::support::require::{self, require};
+use crate::support::sockets::{Listening, connect_probe, listen_abstract};
 use serde_json::{Value, json};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -77,6 +78,23 @@ fn a_container_run_sees_the_workspace_and_reaches_nothing_else() {
         config = config.display(),
     );
     server.push(MockReply::tool_call("bash", json!({"command": script})).with_ids(&["c1"]));
+    // Host unix sockets: under /run, elsewhere on the host, abstract.
+    let tag = format!("{}-{:08x}", std::process::id(), fastrand::u32(..));
+    let run_sock = Listening::at(std::path::Path::new(&format!(
+        "/run/tinyagent-ctr-test-{tag}.sock"
+    )));
+    let elsewhere = host_tempdir();
+    let host_sock = Listening::at(&elsewhere.path().join("service.sock"));
+    let abstract_name = format!("tinyagent-ctr-test-{tag}");
+    let _abstract = listen_abstract(&abstract_name);
+    let targets = vec![
+        run_sock.path.display().to_string(),
+        host_sock.path.display().to_string(),
+        format!("@{abstract_name}"),
+    ];
+    server.push(
+        MockReply::tool_call("bash", json!({"command": connect_probe(&targets)})).with_ids(&["s1"]),
+    );
     server.push(
         MockReply::tool_call(
             "bash",
@@ -126,6 +144,14 @@ fn a_container_run_sees_the_workspace_and_reaches_nothing_else() {
         "the config is visible: {result}"
     );
     assert!(!result.contains("HOST-REACHED"), "{result}");
+    let sockets = result_of(&server, "s1");
+    assert!(sockets.contains("probe-done"), "{sockets}");
+    for t in &targets {
+        assert!(
+            sockets.contains(&format!("refused {t}")),
+            "the container reached {t}:\n{sockets}"
+        );
+    }
     assert!(result.contains("interfaces: lo\n"), "{result}");
     for secret in [
         "sk-container-secret",
