@@ -101,7 +101,7 @@ pub struct EnvPruneArgs {
     pub engine: Option<crate::config::EngineKind>,
 }
 
-#[derive(Debug, Args, Clone, Default)]
+#[derive(Debug, Args, Clone, Default, PartialEq)]
 pub struct ProviderArgs {
     /// Model API (default: model.provider in the config, else openai; on
     /// resume: the log's).
@@ -154,7 +154,7 @@ pub struct ChatArgs {
 }
 
 /// The options of a new run (`run` and `chat`).
-#[derive(Debug, Args, Clone, Default)]
+#[derive(Debug, Args, Clone, Default, PartialEq)]
 #[allow(
     clippy::struct_excessive_bools,
     reason = "one field per command-line flag"
@@ -163,8 +163,6 @@ pub struct RunOptions {
     /// Log file (default $TINYAGENT_HOME/runs/<run_id>.wal); an existing file is refused.
     #[arg(long)]
     pub wal: Option<PathBuf>,
-    #[command(flatten)]
-    pub provider: ProviderArgs,
     /// JSON file of scripted model turns (required by --provider script).
     #[arg(long)]
     pub script: Option<PathBuf>,
@@ -175,18 +173,6 @@ pub struct RunOptions {
     /// USD per million output tokens (default: model.price_out, else 0).
     #[arg(long)]
     pub price_out: Option<f64>,
-    /// Stop after this many model steps (default: limits.max_steps, else
-    /// unlimited); exit 3.
-    #[arg(long)]
-    pub max_steps: Option<u64>,
-    /// Stop once the run has cost this many USD (default:
-    /// limits.max_cost_usd, else unlimited; needs prices); exit 3.
-    #[arg(long)]
-    pub max_cost: Option<f64>,
-    /// Stop after this many malformed tool calls in a row (default:
-    /// limits.max_format_errors, else 3); exit 3.
-    #[arg(long)]
-    pub max_format_errors: Option<u32>,
     /// Enable the update_plan tool and the plan pinned in every request
     /// (default: plan.enabled, else off).
     #[arg(long)]
@@ -207,44 +193,83 @@ pub struct RunOptions {
     /// wal.snapshot_every, else 1000).
     #[arg(long)]
     pub snapshot_every: Option<u64>,
-    /// Workspace the tools act in (default: the current directory).
-    #[arg(long)]
-    pub cwd: Option<PathBuf>,
     /// Ship the log and checkpoints to S3-compatible storage,
     /// s3://bucket/prefix (default: replicate.url; docs/replication.md).
     #[arg(long, value_name = "URL")]
     pub replicate: Option<String>,
-    /// sync (a sync point waits for the bucket) or async (default:
-    /// replicate.mode, else sync).
+    /// Stream model output (SSE) where the provider supports it (default:
+    /// model.stream, else off).
+    #[arg(long)]
+    pub stream: bool,
+    /// Leave the AGENTS.md files of the workspace and its repository out of
+    /// the system prompt.
+    #[arg(long)]
+    pub no_agents_md: bool,
+    #[command(flatten)]
+    pub session: SessionFlags,
+}
+
+/// A new run's options read through to the flags it shares with `resume`
+/// (`opts.json` reads `opts.session.json`).
+impl std::ops::Deref for RunOptions {
+    type Target = SessionFlags;
+    fn deref(&self) -> &SessionFlags {
+        &self.session
+    }
+}
+
+/// The flags of every command that drives a run (`run`, `chat`, `resume`,
+/// `chat --resume`): one group, flattened into each, so that a command
+/// handing over to another passes them whole and none is dropped on the way.
+#[derive(Debug, Args, Clone, Default, PartialEq)]
+pub struct SessionFlags {
+    #[command(flatten)]
+    pub provider: ProviderArgs,
+    /// Stop after this many model steps, exit 3 (default: limits.max_steps,
+    /// else unlimited; on resume: the log's).
+    #[arg(long)]
+    pub max_steps: Option<u64>,
+    /// Stop once the run has cost this many USD, exit 3 (default:
+    /// limits.max_cost_usd, else unlimited; needs prices; on resume: the
+    /// log's).
+    #[arg(long)]
+    pub max_cost: Option<f64>,
+    /// Stop after this many malformed tool calls in a row, exit 3 (default:
+    /// limits.max_format_errors, else 3; on resume: the log's).
+    #[arg(long)]
+    pub max_format_errors: Option<u32>,
+    /// Seconds to wait for the model server per attempt (for a stream: for
+    /// the headers and between chunks); 6 attempts by default (default:
+    /// model.request_timeout_s, else 300; on resume: the log's).
+    #[arg(long, value_name = "SECONDS")]
+    pub timeout: Option<u64>,
+    /// Workspace the tools act in (default: the current directory). On
+    /// resume a log works where it ran (--cwd may only repeat it); a
+    /// trajectory that names a workspace needs --cwd to say where to work;
+    /// a run from a bucket is restored into --cwd (default: the current
+    /// directory, which must be empty or hold the run's last checkpoint).
+    #[arg(long)]
+    pub cwd: Option<PathBuf>,
+    /// Replication: sync (a sync point waits for the bucket) or async
+    /// (default: replicate.mode, else sync; on resume: the run's).
     #[arg(long, value_name = "MODE")]
     pub replicate_mode: Option<String>,
     /// JSON events on stdout, one per line; human output goes to stderr.
     #[arg(long)]
     pub json: bool,
     /// TOML config file (default: ./tinyagent.toml if present); flags
-    /// override it.
+    /// override it. On resume, hooks and the environment come from here,
+    /// never from the log.
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// Stream model output (SSE) where the provider supports it (default:
-    /// model.stream, else off).
-    #[arg(long)]
-    pub stream: bool,
-    /// Seconds to wait for the model server per attempt (for a stream: for
-    /// the headers and between chunks); 6 attempts by default (default:
-    /// model.request_timeout_s, else 300).
-    #[arg(long, value_name = "SECONDS")]
-    pub timeout: Option<u64>,
-    /// Leave the AGENTS.md files of the workspace and its repository out of
-    /// the system prompt.
-    #[arg(long)]
-    pub no_agents_md: bool,
     /// Colour in human output: auto (a terminal, and NO_COLOR not set),
     /// always or never.
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto)]
     pub color: ColorChoice,
     /// Ask before calls that can change files or run commands: never
     /// (default: approvals.mode, else never) or mutating. Answered on the
-    /// terminal (y/n/a), or by `tinyagent approve` from another process.
+    /// terminal (y/n/a), or by `tinyagent approve` from another process. A
+    /// run that asked keeps asking when resumed.
     #[arg(long, value_enum, value_name = "MODE")]
     pub approve: Option<crate::config::ApproveMode>,
 }
@@ -258,52 +283,22 @@ pub struct ResumeArgs {
     /// `tinyagent sessions`).
     #[arg(long)]
     pub last: bool,
-    /// JSON events on stdout, one per line; human output goes to stderr.
-    #[arg(long)]
-    pub json: bool,
-    /// A new step limit (default: the log's).
-    #[arg(long)]
-    pub max_steps: Option<u64>,
-    /// A new cost limit in USD (default: the log's).
-    #[arg(long)]
-    pub max_cost: Option<f64>,
-    /// A new limit of consecutive malformed tool calls (default: the log's).
-    #[arg(long)]
-    pub max_format_errors: Option<u32>,
     /// A new user message: continues a finished run too.
     #[arg(long)]
     pub message: Option<String>,
-    /// Seconds to wait for the model server per attempt (default: the
-    /// log's).
-    #[arg(long, value_name = "SECONDS")]
-    pub timeout: Option<u64>,
-    /// Colour in human output: auto (a terminal, and NO_COLOR not set),
-    /// always or never.
-    #[arg(long, value_enum, default_value_t = ColorChoice::Auto)]
-    pub color: ColorChoice,
-    #[command(flatten)]
-    pub provider: ProviderArgs,
-    /// TOML config (default ./tinyagent.toml if present): hooks and the
-    /// environment come from here, never from the log.
-    #[arg(long)]
-    pub config: Option<PathBuf>,
     /// Go on without the hooks the log was written with.
     #[arg(long)]
     pub no_hooks: bool,
-    /// Where a resumed trajectory's or bucket's run works (required for a
-    /// trajectory file: the workspace it names is not taken on its word;
-    /// default for s3://…: the current directory, which must be empty or
-    /// hold the run's last checkpoint).
-    #[arg(long)]
-    pub cwd: Option<PathBuf>,
-    /// With s3://…: sync or async replication from here on (default:
-    /// replicate.mode, else sync).
-    #[arg(long, value_name = "MODE")]
-    pub replicate_mode: Option<String>,
-    /// Ask before mutating calls from now on (`mutating`); a run that asked
-    /// already keeps asking.
-    #[arg(long, value_enum, value_name = "MODE")]
-    pub approve: Option<crate::config::ApproveMode>,
+    #[command(flatten)]
+    pub session: SessionFlags,
+}
+
+/// `resume`'s options read through to the flags it shares with `run`.
+impl std::ops::Deref for ResumeArgs {
+    type Target = SessionFlags;
+    fn deref(&self) -> &SessionFlags {
+        &self.session
+    }
 }
 
 /// `tinyagent approve`: the answer to a run's waiting question.

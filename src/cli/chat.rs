@@ -18,7 +18,7 @@
 //! never in the workspace.
 
 use super::CliError;
-use super::args::{ChatArgs, ResumeArgs, RunArgs};
+use super::args::{ChatArgs, ResumeArgs, RunArgs, RunOptions, SessionFlags};
 use crate::agent::{Agent, AgentError, Turn};
 use crate::event::RunStatus;
 use crate::session::Status;
@@ -43,18 +43,26 @@ pub fn need_terminal(what: &str) -> Result<(), CliError> {
 pub async fn chat(args: &ChatArgs) -> Result<i32, CliError> {
     need_terminal("tinyagent chat")?;
     if let Some(log) = &args.resume {
-        let o = &args.opts;
+        // The flags a resume shares go over whole; the ones only a new run
+        // has would be ignored, so they are refused.
+        // (--wal may name the same log.)
+        let new_only = RunOptions {
+            session: SessionFlags::default(),
+            wal: args.opts.wal.clone().filter(|w| w != log),
+            ..args.opts.clone()
+        };
+        if new_only != RunOptions::default() {
+            return Err(CliError::refused(
+                "--resume goes on with the settings the chat's log recorded: --wal (another \
+                 log), --script, \
+                 --price-in, --price-out, --plan, --plan-file, --read-only, --compact-at, \
+                 --snapshot-every, --replicate, --stream and --no-agents-md apply to a new \
+                 chat only",
+            ));
+        }
         let resume = ResumeArgs {
             path: Some(log.clone()),
-            json: o.json,
-            color: o.color,
-            config: o.config.clone(),
-            approve: o.approve,
-            provider: o.provider.clone(),
-            timeout: o.timeout,
-            max_steps: o.max_steps,
-            max_cost: o.max_cost,
-            max_format_errors: o.max_format_errors,
+            session: args.opts.session.clone(),
             ..ResumeArgs::default()
         };
         return super::resume::resume_chat(&resume, true).await;

@@ -176,8 +176,9 @@ fn locate(args: &ResumeArgs) -> Result<(Source, RunStarted), CliError> {
 
 /// A trajectory comes from elsewhere: the workspace it names is not taken on
 /// its word, `--cwd` says where the resumed run works (and is recorded in
-/// the imported `run.started`). A log's workspace is its own; `--cwd` may
-/// only repeat it.
+/// the imported `run.started`). One that names no workspace (schema v1 has
+/// no member for it) works where `run` would: `--cwd`, else the current
+/// directory. A log's workspace is its own; `--cwd` may only repeat it.
 fn confirm_workspace(
     source: &mut Source,
     first: &mut RunStarted,
@@ -200,17 +201,18 @@ fn confirm_workspace(
     }
     match source {
         Source::Trajectory(t) => {
-            let Some(dir) = given else {
-                let named = if first.settings.cwd.is_empty() {
-                    "none".to_string()
-                } else {
-                    first.settings.cwd.clone()
-                };
-                return Err(CliError::refused(format!(
-                    "{}: a trajectory from elsewhere names its workspace ({named}), which is not \
-                     taken on its word; say where the resumed run works with --cwd DIR",
-                    t.json.display()
-                )));
+            let dir = match given {
+                Some(dir) => dir,
+                None if first.settings.cwd.is_empty() => std::env::current_dir()
+                    .map_err(|e| CliError::refused(format!("no current directory: {e}")))?,
+                None => {
+                    return Err(CliError::refused(format!(
+                        "{}: a trajectory from elsewhere names its workspace ({}), which is not \
+                         taken on its word; say where the resumed run works with --cwd DIR",
+                        t.json.display(),
+                        first.settings.cwd
+                    )));
+                }
             };
             let cwd = dir.display().to_string();
             first.settings.cwd.clone_from(&cwd);
@@ -574,7 +576,10 @@ pub async fn resume_chat(args: &ResumeArgs, chat: bool) -> Result<i32, CliError>
         let f = super::remote::fetch_for_resume(args, &spec)?;
         local_args = ResumeArgs {
             path: Some(f.wal.clone()),
-            cwd: None,
+            session: super::args::SessionFlags {
+                cwd: None,
+                ..args.session.clone()
+            },
             ..args.clone()
         };
         fetched = Some(f);

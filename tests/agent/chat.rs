@@ -252,3 +252,57 @@ fn sigterm_at_the_prompt_ends_the_chat_as_it_ends_a_run() {
     assert_eq!(last.data["reason"], "SIGTERM");
     assert_eq!(mock.request_count(), 0);
 }
+
+/// `chat --resume LOG` takes every flag `resume` takes, the same way:
+/// `--cwd` that is not the log's workspace is refused as `resume` refuses
+/// it (it used to be dropped on the way), and a flag only a new chat has is
+/// refused rather than ignored.
+#[test]
+fn chat_resume_passes_its_flags_to_resume_whole() {
+    let sb = Sandbox::new();
+    let mock = MockServer::start(vec![MockReply::text("hello back")]);
+    let mut s = pty::spawn(pty::chat_cmd(&sb, &mock.base_url(), ""));
+    s.exp_string(PROMPT).expect("the first prompt");
+    s.send_line("first message").expect("type");
+    s.exp_string(PROMPT).expect("the prompt");
+    s.send_control('d').expect("ctrl-d");
+    assert_eq!(pty::exit_code(&mut s), Some(0));
+    let before = std::fs::read(sb.wal()).unwrap();
+    let other = sb.path("elsewhere");
+    std::fs::create_dir(&other).unwrap();
+    let chat_resume = |extra: &[&std::ffi::OsStr]| {
+        let mut c = std::process::Command::new(crate::support::e2e::bin());
+        c.current_dir(sb.dir.path())
+            .arg("chat")
+            .arg("--resume")
+            .arg(sb.wal())
+            .args(extra)
+            .env_remove("OPENAI_API_KEY")
+            .env("TINYAGENT_HOME", sb.home())
+            .env("XDG_CONFIG_HOME", sb.config_home());
+        c
+    };
+    let mut r = pty::spawn(chat_resume(&["--cwd".as_ref(), other.as_os_str()]));
+    r.exp_string("is not the log's workspace")
+        .expect("--cwd reaches resume");
+    assert_eq!(pty::exit_code(&mut r), Some(2));
+    // `resume` says the same of the same flag.
+    let mut plain = std::process::Command::new(crate::support::e2e::bin());
+    plain
+        .current_dir(sb.dir.path())
+        .arg("resume")
+        .arg(sb.wal())
+        .arg("--cwd")
+        .arg(&other)
+        .env_remove("OPENAI_API_KEY")
+        .env("TINYAGENT_HOME", sb.home());
+    let mut r = pty::spawn(plain);
+    r.exp_string("is not the log's workspace")
+        .expect("resume refuses it");
+    assert_eq!(pty::exit_code(&mut r), Some(2));
+    let mut r = pty::spawn(chat_resume(&["--plan".as_ref()]));
+    r.exp_string("apply to a new chat only")
+        .expect("a new chat's flag is refused");
+    assert_eq!(pty::exit_code(&mut r), Some(2));
+    assert_eq!(std::fs::read(sb.wal()).unwrap(), before, "a refusal wrote");
+}

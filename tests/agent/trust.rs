@@ -184,6 +184,48 @@ fn a_foreign_trajectory_needs_cwd_to_say_where_it_works() {
 }
 
 #[test]
+fn a_v1_trajectory_that_names_no_workspace_resumes_in_the_current_directory() {
+    let sb = Sandbox::new();
+    let server = MockServer::start(vec![
+        MockReply::tool_call("bash", json!({"command": "pwd"})).with_ids(&["where"]),
+        MockReply::text("done"),
+    ]);
+    // Schema v1 (contract section 6) has no member for the workspace.
+    let v1 = json!({
+        "schema_version": 1, "run_id": "r-v1", "task": "say where", "model": "test-model",
+        "messages": [
+            {"role": "system", "content": "You are a coding agent."},
+            {"role": "user", "content": "say where"}
+        ],
+        "compaction": null, "background": "",
+        "usage": {"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0},
+        "steps": 0, "format_errors": 0, "limits": {"max_steps": 50}
+    });
+    let here = sb.path("here");
+    std::fs::create_dir(&here).unwrap();
+    let json_path = here.join("old.json");
+    std::fs::write(&json_path, v1.to_string()).unwrap();
+    let mut c = Command::new(e2e::bin());
+    c.current_dir(&here)
+        .arg("resume")
+        .arg(&json_path)
+        .args(["--base-url", &server.base_url(), "--message", "go on"])
+        .env_remove("OPENAI_API_KEY")
+        .env("TINYAGENT_HOME", sb.home());
+    let out = output(c);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let recs = contract::read(&here.join("old.json.wal"));
+    let cwd = here.canonicalize().unwrap().display().to_string();
+    assert_eq!(recs[0].data["settings"]["cwd"], json!(cwd));
+    let result = recs
+        .iter()
+        .find(|r| r.kind == "tool.result" && r.data["call_id"] == "where")
+        .expect("the call's result");
+    let content = result.data["content"].as_str().unwrap();
+    assert_eq!(content.lines().next(), Some(cwd.as_str()), "{content}");
+}
+
+#[test]
 fn prices_out_of_range_are_refused_at_every_door() {
     let sb = Sandbox::new();
     let server = MockServer::start(vec![]);
