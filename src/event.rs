@@ -6,7 +6,7 @@
 //! and `crc`. Members beyond the contract's required ones carry `#[serde(default)]`
 //! so that older logs keep reading.
 
-use crate::config::{EngineKind, EnvKind, HookFailure, ProviderKind};
+use crate::kinds::{ApproveMode, EngineKind, EnvKind, HookFailure, ProviderKind};
 use serde::{Deserialize, Serialize};
 
 /// Schema version written into `run.started`.
@@ -225,7 +225,7 @@ pub struct RunSettings {
     /// `mutating`: calls that can change files or run commands are asked
     /// about first (section 12). Absent: never asked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub approve: Option<crate::config::ApproveMode>,
+    pub approve: Option<ApproveMode>,
     /// `[checkpoints] watch = true` (left out when off).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub checkpoint_watch: bool,

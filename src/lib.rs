@@ -12,6 +12,8 @@
 //! record and a fold. This crate gives it its record and its fold and builds
 //! the agent on top:
 //!
+//! - [`kinds`]: the small enums every layer names (provider, environment,
+//!   engine, approvals, hook failure), importing nothing of the crate.
 //! - [`event`]: the record vocabulary (one serde-tagged enum: `run.started`,
 //!   `model.response`, `tool.started`, `tool.result`, ...) shared by the
 //!   loop, the log, the inspector and the `--json` stream, with the
@@ -68,6 +70,7 @@ pub mod checkpoint;
 pub mod cli;
 pub mod config;
 pub mod event;
+pub mod kinds;
 pub mod mcp;
 pub mod model;
 pub mod replicate;
