@@ -9,6 +9,13 @@
 //! repository is, so it does not look for one. In-tree `.gitattributes` are
 //! overridden by the store's `info/attributes` (`* -text -ident -filter
 //! -working-tree-encoding`), so what is stored is the file's bytes.
+//!
+//! git always reads the repository's own `config` and `info/attributes`,
+//! and the store lies under `<wal>.d/`, which someone else may have made or
+//! handed over: before every git process, the store is checked
+//! (trust.rs) to hold only what tinyagent and git write for it, owned by
+//! this user and writable by no one else; a store that fails is refused
+//! ([`GitError::Untrusted`]) and no git runs.
 
 use std::ffi::OsStr;
 use std::io::Write;
@@ -23,6 +30,12 @@ pub const MIN_GIT: (u32, u32) = (2, 36);
 /// own config file.
 const SAFE_CONFIG: &[&str] = &[
     "core.hooksPath=/dev/null",
+    // git's default for these is under `$XDG_CONFIG_HOME`, which points
+    // at the store.
+    "core.attributesFile=/dev/null",
+    "core.excludesFile=/dev/null",
+    "core.useReplaceRefs=false",
+    "protocol.allow=never",
     "core.fsmonitor=false",
     "core.untrackedCache=false",
     // The index is a cache (a damaged one is dropped and rebuilt, its
@@ -58,6 +71,8 @@ pub enum GitError {
     TooOld(u32, u32),
     #[error("{0}")]
     Io(String),
+    #[error("{0}")]
+    Untrusted(#[from] super::trust::Untrusted),
 }
 
 /// The shadow repository of one log and the workspace it looks at.
@@ -88,6 +103,9 @@ impl Git {
             .env("GIT_ATTR_NOSYSTEM", "1")
             .env("GIT_TERMINAL_PROMPT", "0")
             .env("GIT_OPTIONAL_LOCKS", "0")
+            .env("GIT_NO_REPLACE_OBJECTS", "1")
+            .env("GIT_NO_LAZY_FETCH", "1")
+            .env("GIT_PROTOCOL_FROM_USER", "0")
             .env("HOME", &self.git_dir)
             .env("XDG_CONFIG_HOME", &self.git_dir)
             .env("LC_ALL", "C")
@@ -145,6 +163,8 @@ impl Git {
         input: Option<&[u8]>,
         envs: &[(&str, &OsStr)],
     ) -> Result<Vec<u8>, GitError> {
+        // No git runs on a store that could make it obey someone else.
+        super::trust::check_store(&self.git_dir)?;
         let mut cmd = self.command(args);
         for (k, v) in envs {
             cmd.env(k, v);
@@ -191,6 +211,10 @@ impl Git {
     /// returns.
     pub fn init(&self) -> Result<(), GitError> {
         let io = |what: &str, e: std::io::Error| GitError::Io(format!("{what}: {e}"));
+        // A store that is there is used only if it is this user's and holds
+        // nothing git would obey but what tinyagent wrote; checked before
+        // anything is changed (a refused store is left as it is).
+        super::trust::check_store(&self.git_dir)?;
         // info/attributes is written last: its presence (with a HEAD and a
         // config that survived) means a complete init. A killed or
         // power-cut one is simply done again: git re-inits in place.
@@ -229,11 +253,8 @@ impl Git {
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(io("creating info/", e)),
         }
-        tinyagent_store::fsutil::atomic_write(
-            &info.join("attributes"),
-            b"* -text -ident -filter -merge -working-tree-encoding -export-subst\n",
-        )
-        .map_err(|e| io("writing info/attributes", e))?;
+        tinyagent_store::fsutil::atomic_write(&info.join("attributes"), super::trust::ATTRIBUTES)
+            .map_err(|e| io("writing info/attributes", e))?;
         // git writes these without fsync.
         for f in ["HEAD", "config", "description"] {
             let p = self.git_dir.join(f);
@@ -252,6 +273,9 @@ impl Git {
         if let Some(parent) = self.git_dir.parent() {
             sync_dir(parent).map_err(|e| io("syncing the store's directory", e))?;
         }
+        // What this git wrote is what every later use will be checked
+        // against: a git whose init writes more is told now.
+        super::trust::check_store(&self.git_dir)?;
         Ok(())
     }
 }
@@ -287,9 +311,17 @@ fn batch_fsync() -> bool {
 /// Checks that git runs and is new enough (once per process).
 pub fn check_version() -> Result<(), GitError> {
     let r = CHECKED.get_or_init(|| {
-        let out = Command::new(git_program())
+        let mut cmd = Command::new(git_program());
+        for (k, _) in std::env::vars_os() {
+            if k.as_encoded_bytes().starts_with(b"GIT_") {
+                cmd.env_remove(k);
+            }
+        }
+        let out = cmd
             .arg("version")
             .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .current_dir("/")
             .stdin(Stdio::null())
             .output()
             .map_err(|e| GitError::Spawn(e).to_string())?;

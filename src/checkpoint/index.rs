@@ -286,15 +286,53 @@ pub fn save(git_dir: &Path, root: &Dir, tree: &Oid) -> std::io::Result<()> {
     out.extend_from_slice(&crc32fast::hash(&out).to_le_bytes());
     let path = cache_path(git_dir);
     let tmp = git_dir.join(format!("{}-{}.stat", "tmp-tinyagent-", std::process::id()));
-    std::fs::write(&tmp, &out)?;
+    // 0600 whatever the umask, also over a temp file a killed process left.
+    let _ = std::fs::remove_file(&tmp);
+    let mut f = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(nix::libc::O_NOFOLLOW)
+            .open(&tmp)?
+    };
+    {
+        use std::os::unix::fs::PermissionsExt;
+        f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    }
+    std::io::Write::write_all(&mut f, &out)?;
+    drop(f);
     std::fs::rename(&tmp, &path)
+}
+
+/// The cache file's bytes, when only this user could have written them: a
+/// regular file of this user, not writable by group or others (an older
+/// tinyagent made it by the umask). Anything else is not read: the index
+/// is built again by hashing, and saved 0600.
+fn read_private(path: &Path) -> Option<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    let meta = f.metadata().ok()?;
+    if !meta.is_file() || meta.uid() != nix::unistd::geteuid().as_raw() || meta.mode() & 0o022 != 0
+    {
+        return None;
+    }
+    let mut b = Vec::new();
+    f.read_to_end(&mut b).ok()?;
+    Some(b)
 }
 
 /// The cached index and the tree it is of, if the cache is there and whole.
 /// Entries whose blob the store lacks (`known` says) are marked racy so
 /// they are hashed, and stored, again.
 pub fn load(git_dir: &Path, known: &dyn Fn(&Oid) -> bool) -> Option<(Dir, Oid)> {
-    let b = std::fs::read(cache_path(git_dir)).ok()?;
+    let b = read_private(&cache_path(git_dir))?;
     if b.len() < CACHE_MAGIC.len() + 24 || &b[..8] != CACHE_MAGIC {
         return None;
     }

@@ -26,6 +26,7 @@ mod objects;
 pub mod restore;
 #[cfg(test)]
 mod tests;
+pub mod trust;
 mod watch;
 
 pub use git::{Git, GitError, check_version};
@@ -68,10 +69,7 @@ pub fn max_file_bytes() -> u64 {
 /// The checkpoint store of a log: `<wal>.d/checkpoints.git`.
 pub fn store_dir(wal: &Path) -> PathBuf {
     // Absolute: git runs in the workspace, not where the path was given.
-    let wal = std::path::absolute(wal).unwrap_or_else(|_| wal.to_path_buf());
-    let mut s = wal.into_os_string();
-    s.push(".d");
-    PathBuf::from(s).join("checkpoints.git")
+    trust::run_dir(wal).join("checkpoints.git")
 }
 
 /// A file over the size cap: recorded by size and hash, not stored.
@@ -105,6 +103,14 @@ pub enum CheckpointError {
     Git(#[from] GitError),
     #[error("checkpoint store: {0}")]
     Io(String),
+}
+
+impl CheckpointError {
+    /// The store was refused (trust.rs): not this user's, or holding what
+    /// tinyagent did not write. A command says so with exit 2.
+    pub fn is_untrusted(&self) -> bool {
+        matches!(self, CheckpointError::Git(GitError::Untrusted(_)))
+    }
 }
 
 /// Makes checkpoints of one workspace into one store.

@@ -148,6 +148,7 @@ pub fn fork(args: &ForkArgs) -> Result<i32, CliError> {
 pub fn make_fork(args: &ForkArgs) -> Result<PathBuf, CliError> {
     let wal = std::fs::canonicalize(&args.wal)
         .map_err(|e| CliError::refused(format!("{}: {e}", args.wal.display())))?;
+    super::run::check_run_dir(&wal)?;
     let prefix = read_prefix(&wal, args.at)?;
     let Some(Event::RunStarted(original)) = prefix.frames.first().map(|f| &f.event) else {
         return Err(CliError::refused(format!(
@@ -211,6 +212,9 @@ pub fn make_fork(args: &ForkArgs) -> Result<PathBuf, CliError> {
     if target == wal {
         return Err(CliError::refused("the fork must not be the log itself"));
     }
+    // A fork's `.d` someone else made first (or one holding a store
+    // tinyagent did not write) is refused before anything is written.
+    super::run::check_run_dir(&target)?;
     let new_store = checkpoint::store_dir(&target);
     let old_store = checkpoint::store_dir(&wal);
     if target.exists() {
@@ -232,7 +236,7 @@ pub fn make_fork(args: &ForkArgs) -> Result<PathBuf, CliError> {
         }
         if old_store.join("objects").is_dir() {
             checkpoint::copy_store(&old_store, &new_store, &workspace)
-                .map_err(|e| CliError::new(1, e.to_string()))?;
+                .map_err(|e| super::run::checkpoint_error("", &e))?;
         }
         // The intent goes before the log: once the fork's log exists, a
         // restore it asked for is never lost (resume finishes it).
@@ -279,7 +283,7 @@ pub fn finish_restore(
         &intent.tree,
         &protected,
     )
-    .map_err(|e| CliError::new(1, format!("restoring the workspace: {e}")))?;
+    .map_err(|e| super::run::checkpoint_error("restoring the workspace", &e))?;
     restore::clear_intent(wal).map_err(|e| CliError::new(1, e.to_string()))?;
     crate::agent::output::err_line(&format!(
         "restored {} to step {} ({} paths put back; the state before is kept as tree {})",
@@ -293,6 +297,7 @@ pub fn finish_restore(
 
 /// `tinyagent log diff <WAL> [--step N | --call ID]`.
 pub fn diff(wal: &Path, step: Option<u64>, call: Option<&str>) -> Result<i32, CliError> {
+    super::run::check_run_dir(wal)?;
     let loaded = crate::store::load(wal)?;
     let marks = &loaded.state.checkpoints;
     if marks.is_empty() {
@@ -325,7 +330,7 @@ pub fn diff(wal: &Path, step: Option<u64>, call: Option<&str>) -> Result<i32, Cl
         return Ok(0);
     }
     let text = checkpoint::diff(&checkpoint::store_dir(wal), from, &to.tree)
-        .map_err(|e| CliError::new(1, e.to_string()))?;
+        .map_err(|e| super::run::checkpoint_error("", &e))?;
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(&text);

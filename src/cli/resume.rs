@@ -589,6 +589,12 @@ pub async fn resume_chat(args: &ResumeArgs, chat: bool) -> Result<i32, CliError>
         args
     };
     let (mut source, mut first) = locate(args)?;
+    // The log's `.d` (restore intent, replication sidecar, checkpoint
+    // store) is this user's own, or nothing is done.
+    super::run::check_run_dir(match &source {
+        Source::Log(wal) => wal,
+        Source::Trajectory(t) => &t.wal,
+    })?;
     // A replicated log says where its bucket is, and where the run works
     // when a resume from the bucket put it somewhere else.
     let sidecar = match (&fetched, &source) {
@@ -707,7 +713,7 @@ pub async fn resume_chat(args: &ResumeArgs, chat: bool) -> Result<i32, CliError>
     super::say(&format!("log: {}", wal.display()));
     // A `fork --restore` a kill cut short is finished before anything else.
     if let Some(intent) = crate::checkpoint::restore::read_intent(&wal)
-        .map_err(|e| CliError::new(1, e.to_string()))?
+        .map_err(|e| super::run::checkpoint_error("", &e))?
     {
         super::fork::finish_restore(&wal, &wal, &intent)?;
     }

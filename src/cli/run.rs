@@ -296,6 +296,7 @@ pub fn new_run(args: &RunArgs, config: RunConfig, mcp: &McpSection) -> Result<Ru
             wal.display()
         )));
     }
+    check_run_dir(&wal)?;
     let opts = ToolSetOptions {
         read_only: config.read_only,
         plan: config.plan_enabled,
@@ -521,6 +522,23 @@ fn starting_checkpoint(
             warn(&e);
             None
         }
+    }
+}
+
+/// The log's own directory, `<wal>.d/`, is used only when this process
+/// makes it or this user did (checkpoint/trust.rs): checked before a
+/// command writes anything, refused with exit 2.
+pub fn check_run_dir(wal: &Path) -> Result<(), CliError> {
+    crate::checkpoint::trust::check_run_dir(wal).map_err(|e| CliError::refused(e.to_string()))
+}
+
+/// A checkpoint store's error as a command's: a refused store is exit 2.
+pub fn checkpoint_error(what: &str, e: &crate::checkpoint::CheckpointError) -> CliError {
+    let code = if e.is_untrusted() { 2 } else { 1 };
+    if what.is_empty() {
+        CliError::new(code, e.to_string())
+    } else {
+        CliError::new(code, format!("{what}: {e}"))
     }
 }
 

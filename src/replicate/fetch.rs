@@ -315,7 +315,14 @@ pub fn write_store(git_dir: &Path, files: &[(String, Vec<u8>)]) -> Result<(), St
         if let Some(d) = p.parent()
             && dirs.insert(d.to_path_buf())
         {
-            std::fs::create_dir_all(d).map_err(|e| format!("{}: {e}", d.display()))?;
+            // 0700 whatever the umask: a store's directories are private
+            // (and a looser one would be refused as someone else's).
+            std::os::unix::fs::DirBuilderExt::mode(
+                std::fs::DirBuilder::new().recursive(true),
+                0o700,
+            )
+            .create(d)
+            .map_err(|e| format!("{}: {e}", d.display()))?;
         }
         tinyagent_store::fsutil::atomic_write(&p, bytes)
             .map_err(|e| format!("{}: {e}", p.display()))?;

@@ -36,6 +36,7 @@ mod sandbox_e2e;
 mod secrets;
 mod sessions;
 mod signals;
+mod store_trust;
 mod tools_bash;
 mod tools_files;
 mod tools_registry;
