@@ -246,7 +246,7 @@ pub struct RunStarted {
     /// The MCP servers' tools among `tools`, as their servers listed them
     /// (absent in logs of runs without MCP servers).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub mcp_tools: Vec<crate::mcp::McpToolRecord>,
+    pub mcp_tools: Vec<McpToolRecord>,
     pub limits: Limits,
     /// The run this one was forked from (`tinyagent fork`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -639,7 +639,7 @@ pub struct WorkspaceCheckpoint {
     /// The root tree id of the stored files.
     pub tree: String,
     /// Paths that differ from the previous checkpoint (the first
-    /// [`crate::checkpoint::MAX_LISTED_CHANGES`]).
+    /// the checkpoint store's limit).
     pub changed: Vec<String>,
     /// How many paths differ (all of them, also past the listed ones).
     #[serde(default)]
@@ -649,7 +649,7 @@ pub struct WorkspaceCheckpoint {
     pub files: u64,
     /// Files over the size cap: named with their size and hash, not stored.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub oversized: Vec<crate::checkpoint::Oversized>,
+    pub oversized: Vec<Oversized>,
     /// With `[checkpoints] watch = true`: `watch` when only the paths the
     /// watch reported were looked at, else `full: <why>` (the workspace
     /// was walked). Left out when the watch is off.
@@ -827,6 +827,27 @@ impl tinyagent_store::Record for Event {
     fn kind(&self) -> &str {
         Event::kind(self)
     }
+}
+
+/// What `run.started` records of one MCP tool (see `crate::mcp`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct McpToolRecord {
+    /// `<server>__<tool>`.
+    pub name: String,
+    /// `read-only` or `mutating`.
+    pub effect: String,
+    /// First 16 hex digits of a SHA-256 of the description and the input
+    /// schema.
+    pub schema: String,
+}
+
+/// A file over the checkpoint store's size cap: recorded by size and hash,
+/// not stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Oversized {
+    pub path: String,
+    pub size: u64,
+    pub sha256: String,
 }
 
 #[cfg(test)]

@@ -71,6 +71,8 @@ pub mod cli;
 pub mod config;
 pub mod event;
 pub mod kinds;
+#[cfg(test)]
+mod layering;
 pub mod mcp;
 pub mod model;
 pub mod replicate;

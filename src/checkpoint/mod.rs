@@ -32,7 +32,6 @@ mod watch;
 pub use git::{Git, GitError, check_version};
 use index::StatKey;
 use objects::{Kind, Oid, PackWriter, hex, parse_hex};
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::os::unix::ffi::OsStrExt;
@@ -72,13 +71,7 @@ pub fn store_dir(wal: &Path) -> PathBuf {
     trust::run_dir(wal).join("checkpoints.git")
 }
 
-/// A file over the size cap: recorded by size and hash, not stored.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Oversized {
-    pub path: String,
-    pub size: u64,
-    pub sha256: String,
-}
+pub use crate::event::Oversized;
 
 /// What one checkpoint found.
 #[derive(Debug, Clone, PartialEq, Eq)]

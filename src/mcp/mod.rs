@@ -29,7 +29,6 @@ pub use tool::McpTool;
 
 use crate::config::McpServerSection;
 use crate::tools::{Effect, Tool, ToolSetOptions};
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -40,17 +39,7 @@ use std::time::Duration;
 /// says otherwise.
 pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// What `run.started` records of one MCP tool.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct McpToolRecord {
-    /// `<server>__<tool>`.
-    pub name: String,
-    /// `read-only` or `mutating`.
-    pub effect: String,
-    /// First 16 hex digits of a SHA-256 of the description and the input
-    /// schema.
-    pub schema: String,
-}
+pub use crate::event::McpToolRecord;
 
 /// One server to start: its table, resolved.
 #[derive(Debug, Clone)]
