@@ -34,7 +34,7 @@ fn graph() -> BTreeMap<String, BTreeSet<String>> {
             }
             let name = p.file_name().unwrap().to_string_lossy().to_string();
             // Test-only files.
-            if !name.ends_with(".rs")
+            if p.extension().is_none_or(|x| x != "rs")
                 || ["tests.rs", "proptests.rs", "testkit.rs"].contains(&name.as_str())
             {
                 continue;
