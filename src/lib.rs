@@ -43,6 +43,8 @@
 //!   one call runner every call goes through (pre hook, `tool.started`, run,
 //!   post hook, `tool.result`, plan update), compaction of the model's view,
 //!   hooks, what resume does to a stopped run, and what the run prints.
+//! - [`report`]: everything a run prints: best-effort lines on stdout and
+//!   stderr, the `--json` event stream, and the live human view.
 //! - [`checkpoint`]: workspace checkpoints in a shadow git store beside the
 //!   log (`<wal>.d/checkpoints.git`), their diffs, restoring a workspace,
 //!   copying a store for a fork.
@@ -76,6 +78,7 @@ mod layering;
 pub mod mcp;
 pub mod model;
 pub mod replicate;
+pub mod report;
 pub mod runtime;
 pub mod session;
 pub mod signals;

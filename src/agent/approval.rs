@@ -279,7 +279,7 @@ impl Agent {
                     return Ok(Approval::Allowed);
                 }
                 let preview = crate::text::cut_chars(
-                    &super::output::call_preview(&call.name, &call.arguments),
+                    &crate::report::call_preview(&call.name, &call.arguments),
                     300,
                     "…",
                 );
@@ -340,7 +340,7 @@ fn wait_for_answer(wal: &Path, step: u64, call: &ToolCall) -> Reply {
         std::fs::metadata(wal).map_or_else(|_| nix::unistd::geteuid().as_raw(), |m| m.uid());
     let path = answer_path(wal, step, &call.id);
     let mut tty = std::io::stdin().is_terminal();
-    let preview = printable(&super::output::call_preview(&call.name, &call.arguments));
+    let preview = printable(&crate::report::call_preview(&call.name, &call.arguments));
     let elsewhere = format!(
         "tinyagent approve {} {} [--deny --reason TEXT]",
         wal.display(),
@@ -354,11 +354,11 @@ fn wait_for_answer(wal: &Path, step: u64, call: &ToolCall) -> Reply {
         // Only what is typed after the question answers it: a line typed
         // ahead (or pushed into the terminal by anything) is thrown away.
         discard_typed_ahead();
-        super::output::err_text(&format!(
+        crate::report::err_text(&format!(
             "(or answer from elsewhere: {elsewhere})\n{question}"
         ));
     } else {
-        super::output::err_line(&format!(
+        crate::report::err_line(&format!(
             "waiting for approval of {preview}; answer with: {elsewhere}"
         ));
     }
@@ -366,21 +366,21 @@ fn wait_for_answer(wal: &Path, step: u64, call: &ToolCall) -> Reply {
         loop {
             if let Some(sig) = crate::signals::received() {
                 if tty {
-                    super::output::err_text("\n");
+                    crate::report::err_text("\n");
                 }
                 return Reply::Stopped(sig);
             }
             match read_answer(&path, owner, step, &call.id) {
                 Some(Ok(a)) => {
                     if tty {
-                        super::output::err_text(&format!(
+                        crate::report::err_text(&format!(
                             "\n(answered by tinyagent approve: {})\n",
                             a.decision.as_str()
                         ));
                     }
                     return Reply::File(a);
                 }
-                Some(Err(why)) => super::output::err_line(&format!("warning: {why}")),
+                Some(Err(why)) => crate::report::err_line(&format!("warning: {why}")),
                 None => {}
             }
             if !tty {
@@ -391,13 +391,13 @@ fn wait_for_answer(wal: &Path, step: u64, call: &ToolCall) -> Reply {
                 Ok(None) => {}
                 Ok(Some(line)) => match parse_reply(&line) {
                     Some((d, always, reason)) => return Reply::Terminal(d, always, reason),
-                    None => super::output::err_text(&question),
+                    None => crate::report::err_text(&question),
                 },
                 Err(()) => {
                     // The terminal closed: only `tinyagent approve` can
                     // answer now.
                     tty = false;
-                    super::output::err_line(&format!(
+                    crate::report::err_line(&format!(
                         "\nno terminal to answer on; answer with: {elsewhere}"
                     ));
                 }

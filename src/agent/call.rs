@@ -393,7 +393,7 @@ enum Gate {
 /// reports what became durable at once.
 struct CallLauncher<'a> {
     store: RefCell<&'a mut Store>,
-    out: RefCell<&'a mut crate::agent::output::Output>,
+    out: RefCell<&'a mut crate::report::Output>,
     after_sync: RefCell<&'a mut Vec<(u64, String, serde_json::Value)>>,
     step: u64,
     call: &'a ToolCall,
@@ -420,13 +420,13 @@ impl Launch for CallLauncher<'_> {
         } else {
             format!("      … {:.0} s · {last_line}", elapsed.as_secs_f64())
         };
-        crate::agent::output::err_text(&format!("\r\x1b[2K{line}"));
+        crate::report::err_text(&format!("\r\x1b[2K{line}"));
         self.showing.set(true);
     }
 
     fn progress_done(&self) {
         if self.showing.replace(false) {
-            crate::agent::output::err_text("\r\x1b[2K");
+            crate::report::err_text("\r\x1b[2K");
         }
     }
 

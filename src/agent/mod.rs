@@ -14,7 +14,7 @@ pub(crate) mod compaction;
 mod hook_calls;
 pub(crate) mod hooks;
 pub mod instructions;
-pub(crate) mod output;
+
 pub mod prompt;
 pub(crate) mod resume;
 
@@ -24,11 +24,11 @@ use crate::event::{
     StepSaved, ToolCall, ToolResult, Usage, UserMessage,
 };
 use crate::model::Provider;
+use crate::report::Output;
 use crate::session::State;
 use crate::store::{Store, StoreError};
 use crate::tools::{ExecEnv, ProcessTable, ToolSet};
 use nix::sys::signal::Signal;
-use output::Output;
 use serde_json::json;
 
 /// Why a run could not go on. Each maps to an exit code of the contract.

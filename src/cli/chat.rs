@@ -204,7 +204,7 @@ pub async fn converse(agent: &mut Agent) -> Result<RunStatus, AgentError> {
             match line {
                 Err(sig) => {
                     terminal.restore();
-                    crate::agent::output::err_text("\n");
+                    crate::report::err_text("\n");
                     return agent.stop_at_prompt(sig);
                 }
                 Ok(Line::Text(text)) if text.trim().is_empty() => continue,

@@ -112,9 +112,9 @@ pub fn demo(args: &DemoArgs) -> Result<i32, CliError> {
     let text = serde_json::to_vec_pretty(&script()).map_err(|e| io_err("script", e))?;
     std::fs::write(&script_path, text).map_err(|e| io_err("script", e))?;
 
-    crate::agent::output::err_line("== tinyagent demo: offline, scripted model, real tools");
-    crate::agent::output::err_line(&format!("   workspace {}", workspace.display()));
-    crate::agent::output::err_line(&format!("   log       {}\n", wal.display()));
+    crate::report::err_line("== tinyagent demo: offline, scripted model, real tools");
+    crate::report::err_line(&format!("   workspace {}", workspace.display()));
+    crate::report::err_line(&format!("   log       {}\n", wal.display()));
     let mut cmd = Command::new(exe()?);
     cmd.args([
         "run",
@@ -139,7 +139,7 @@ pub fn demo(args: &DemoArgs) -> Result<i32, CliError> {
     let pid = Pid::from_raw(child.id().cast_signed());
     kill(pid, Signal::SIGKILL).map_err(|e| io_err("kill", e))?;
     let _ = child.wait();
-    crate::agent::output::err_line(&format!(
+    crate::report::err_line(&format!(
         "\n== kill -9 sent to tinyagent (pid {pid}) while `sleep 15` was running\n== now: tinyagent resume {}\n",
         wal.display()
     ));
@@ -152,13 +152,13 @@ pub fn demo(args: &DemoArgs) -> Result<i32, CliError> {
         .status()
         .map_err(|e| io_err("cannot start resume", e))?;
     cleanup_orphans(&wal);
-    crate::agent::output::err_line(&format!(
+    crate::report::err_line(&format!(
         "\n== what the log holds (tinyagent log inspect {}):\n",
         wal.display()
     ));
     let mut stderr = std::io::stderr();
     let _ = crate::cli::inspect::inspect(&wal, false, &mut stderr);
-    crate::agent::output::err_line(&format!(
+    crate::report::err_line(&format!(
         "\nThe run was killed mid-call and finished after resume: no step, cost or message lost,\n\
          and the command the kill interrupted was stopped before the run went on.\n\
          Nothing the demo started is still running.\n\

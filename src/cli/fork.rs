@@ -130,14 +130,14 @@ fn is_this_fork(target: &Path, from: &ForkedFrom, records: usize) -> bool {
 /// `tinyagent fork <WAL> --at <STEP> [-o <NEW.wal>] [--restore]`.
 pub fn fork(args: &ForkArgs) -> Result<i32, CliError> {
     let target = make_fork(args)?;
-    crate::agent::output::err_line(&format!(
+    crate::report::err_line(&format!(
         "forked {} at step {} into {}",
         args.wal.display(),
         args.at,
         target.display()
     ));
-    crate::agent::output::out_line(&target.display().to_string());
-    crate::agent::output::err_line(&format!(
+    crate::report::out_line(&target.display().to_string());
+    crate::report::err_line(&format!(
         "continue it with: tinyagent resume {} --message <TEXT>",
         target.display()
     ));
@@ -224,7 +224,7 @@ pub fn make_fork(args: &ForkArgs) -> Result<PathBuf, CliError> {
                 target.display()
             )));
         }
-        crate::agent::output::err_line(&format!(
+        crate::report::err_line(&format!(
             "{} is this fork already (made by an earlier run of the command)",
             target.display()
         ));
@@ -285,7 +285,7 @@ pub fn finish_restore(
     )
     .map_err(|e| super::run::checkpoint_error("restoring the workspace", &e))?;
     restore::clear_intent(wal).map_err(|e| CliError::new(1, e.to_string()))?;
-    crate::agent::output::err_line(&format!(
+    crate::report::err_line(&format!(
         "restored {} to step {} ({} paths put back; the state before is kept as tree {})",
         workspace.display(),
         intent.step,

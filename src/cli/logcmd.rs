@@ -30,22 +30,22 @@ fn export(wal: &Path, output: Option<&Path>) -> Result<i32, CliError> {
             }
             tinyagent_store::fsutil::atomic_write(path, format!("{text}\n").as_bytes())
                 .map_err(|e| CliError::new(1, format!("cannot write {}: {e}", path.display())))?;
-            crate::agent::output::err_line(&format!("wrote {}", path.display()));
+            crate::report::err_line(&format!("wrote {}", path.display()));
         }
-        None => crate::agent::output::out_line(&text),
+        None => crate::report::out_line(&text),
     }
     Ok(0)
 }
 
 fn import(json: &Path, output: &Path) -> Result<i32, CliError> {
     let background = super::resume::import_trajectory(json, output)?;
-    crate::agent::output::err_line(&format!(
+    crate::report::err_line(&format!(
         "imported {} into {}",
         json.display(),
         output.display()
     ));
     if let Some(bg) = background {
-        crate::agent::output::err_line(&format!(
+        crate::report::err_line(&format!(
             "background processes from the earlier run (not tracked): {bg}"
         ));
     }

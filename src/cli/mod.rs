@@ -84,7 +84,7 @@ pub fn status_exit_code(status: RunStatus) -> i32 {
 
 /// One line on stderr, best effort (a closed stderr never stops a run).
 pub fn say(line: &str) {
-    crate::agent::output::err_line(line);
+    crate::report::err_line(line);
 }
 
 /// The exit code of a run that ended (or failed) with `result`, and the
@@ -156,7 +156,7 @@ pub fn main(mut cli: Cli) -> i32 {
         match newest_run(a.cwd.as_deref()) {
             Ok(log) => a.path = Some(log),
             Err(e) => {
-                crate::agent::output::err_line(&format!("tinyagent: {}", e.message));
+                crate::report::err_line(&format!("tinyagent: {}", e.message));
                 return e.code;
             }
         }
@@ -166,7 +166,7 @@ pub fn main(mut cli: Cli) -> i32 {
         Command::Run(_) | Command::Resume(_) | Command::Chat(_)
     ) && let Err(e) = secrets::isolate(&secrets::named_key_vars(&cli.command))
     {
-        crate::agent::output::err_line(&format!("tinyagent: {}", e.message));
+        crate::report::err_line(&format!("tinyagent: {}", e.message));
         return e.code;
     }
     let result = match crate::runtime::build() {
@@ -176,7 +176,7 @@ pub fn main(mut cli: Cli) -> i32 {
     match result {
         Ok(code) => code,
         Err(e) => {
-            crate::agent::output::err_line(&format!("tinyagent: {}", e.message));
+            crate::report::err_line(&format!("tinyagent: {}", e.message));
             e.code
         }
     }
@@ -192,7 +192,7 @@ fn catch_file_size_signal() {
     let xfsz = SignalKind::from_raw(nix::sys::signal::Signal::SIGXFSZ as i32);
     // Installing the handler is what matters; the stream is never polled.
     if let Err(e) = signal(xfsz) {
-        crate::agent::output::err_line(&format!("tinyagent: warning: cannot catch SIGXFSZ: {e}"));
+        crate::report::err_line(&format!("tinyagent: warning: cannot catch SIGXFSZ: {e}"));
     }
 }
 

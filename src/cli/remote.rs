@@ -202,7 +202,7 @@ pub fn summary(state: &crate::session::State) -> Summary {
 pub fn finish(rep: Option<Replicator>, state: &crate::session::State) {
     if let Some(rep) = rep {
         for w in rep.finish(&summary(state)) {
-            crate::agent::output::err_line(&w);
+            crate::report::err_line(&w);
         }
     }
 }

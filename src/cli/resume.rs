@@ -5,12 +5,12 @@ use super::CliError;
 use super::args::ResumeArgs;
 use super::remote::is_bucket;
 use super::run::{exec_env, hook_settings, process_dir, provider_for, store_options, test_seams};
-use crate::agent::output::Output;
 use crate::agent::resume::StopInfo;
 use crate::agent::{Agent, AgentParts};
 use crate::config::{Config, EnvKind, HookSettings, RunConfig};
 use crate::event::{Limits, RunStarted, RunStatus};
 use crate::mcp::McpServers;
+use crate::report::Output;
 use crate::session::Status;
 use crate::store::{OpenReport, Store, StoreOptions};
 use crate::tools::{ProcessTable, ToolSet, ToolSetOptions};
@@ -648,7 +648,7 @@ pub async fn resume_chat(args: &ResumeArgs, chat: bool) -> Result<i32, CliError>
         Source::Trajectory(t) => {
             let (json, wal) = (t.json.clone(), t.wal.clone());
             let bg = t.write()?;
-            crate::agent::output::err_line(&format!(
+            crate::report::err_line(&format!(
                 "imported {} into {}",
                 json.display(),
                 wal.display()
@@ -700,7 +700,7 @@ pub async fn resume_chat(args: &ResumeArgs, chat: bool) -> Result<i32, CliError>
     if let (Some(url), Ok(home)) = (&args.provider.base_url, super::run::home())
         && let Err(e) = super::endpoints::remember(&home, url)
     {
-        crate::agent::output::err_line(&format!("warning: {}", e.message));
+        crate::report::err_line(&format!("warning: {}", e.message));
     }
     let protected = super::run::protected_for(&wal, args.config.as_deref(), &config);
     let env = exec_env(&config, &protected, &run.run_id, &wal)?;

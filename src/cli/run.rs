@@ -2,7 +2,6 @@
 
 use super::CliError;
 use super::args::RunArgs;
-use crate::agent::output::Output;
 use crate::agent::{Agent, AgentParts, prompt};
 use crate::config::file::McpSection;
 use crate::config::{
@@ -13,6 +12,7 @@ use crate::config::{
 use crate::event::{Event, Limits, RunStarted, SCHEMA_VERSION};
 use crate::mcp::{McpServers, ServerSpec};
 use crate::model::{Provider, ProviderConfig};
+use crate::report::Output;
 use crate::store::{Store, StoreOptions, TestSeams};
 use crate::tools::{ContainerEnv, ExecEnv, HideVars, ProcessTable, ToolSet, ToolSetOptions};
 use std::path::{Path, PathBuf};
@@ -404,7 +404,7 @@ pub fn provider_for(config: &RunConfig) -> Result<Provider, CliError> {
         max_retries: m.max_retries,
         retry_base: m.retry_base,
         on_retry: Some(std::sync::Arc::new(|line: &str| {
-            crate::agent::output::err_line(&format!("model server: {line}"));
+            crate::report::err_line(&format!("model server: {line}"));
         })),
     })
     .map_err(|e| CliError::refused(e.to_string()))
@@ -493,7 +493,7 @@ fn starting_checkpoint(
     protected: &crate::tools::protected::Protected,
 ) -> Option<Event> {
     let warn = |e: &dyn std::fmt::Display| {
-        crate::agent::output::err_line(&format!(
+        crate::report::err_line(&format!(
             "warning: no checkpoint of the starting workspace: {e}"
         ));
     };
@@ -574,13 +574,13 @@ pub async fn run_as(args: &RunArgs, chat: bool) -> Result<i32, CliError> {
     let plan = plan_run(args, chat)?;
     let provider = provider_for(&plan.config)?;
     for note in &plan.notes {
-        crate::agent::output::err_line(note);
+        crate::report::err_line(note);
     }
     // The person chose this server: a resume may send the key there.
     if let (Some(url), Ok(home)) = (&plan.config.model.base_url, home())
         && let Err(e) = super::endpoints::remember(&home, url)
     {
-        crate::agent::output::err_line(&format!(
+        crate::report::err_line(&format!(
             "warning: {}; a resume will ask for --base-url",
             e.message
         ));

@@ -714,7 +714,7 @@ impl Inner {
                 .put(&self.key(&rel), bytes.clone(), PutMode::Overwrite)
             {
                 // The parts are still there and named: merge later.
-                crate::agent::output::err_line(&format!(
+                crate::report::err_line(&format!(
                     "warning: replication: could not merge segments: {e}"
                 ));
                 return Ok(());
@@ -798,7 +798,7 @@ impl Inner {
                     q.oldest = (q.shipped < q.durable).then(Instant::now);
                     backoff = Duration::from_millis(200);
                     if warned && q.shipped >= q.durable {
-                        crate::agent::output::err_line(&format!(
+                        crate::report::err_line(&format!(
                             "replication: caught up with {}",
                             self.settings.url
                         ));
@@ -810,14 +810,14 @@ impl Inner {
                     q.checkpoint |= checkpoint;
                     if self.failed().is_some() {
                         // Fenced: the next sync point fails with it.
-                        crate::agent::output::err_line(&e);
+                        crate::report::err_line(&e);
                         self.cv.notify_all();
                         return;
                     }
                     q.outage = true;
                     self.cv.notify_all();
                     if !warned {
-                        crate::agent::output::err_line(&format!(
+                        crate::report::err_line(&format!(
                             "warning: {e}; the run goes on and replication catches up when \
                              the bucket is back"
                         ));
