@@ -20,7 +20,14 @@
 //! environment less every API key variable, plus the `env` of its table.
 //! A [`Server`] stops its process when it is dropped. A server that dies
 //! while the run goes on is started again once ([`server`]).
+//!
+//! A call waits at most the server's `timeout_s` ([`DEFAULT_CALL_TIMEOUT`])
+//! and a message from a server may be at most [`MAX_MESSAGE`] long; either
+//! failure gives the call an error result and stops the server, which the
+//! next call starts again within the same once-per-run budget as a server
+//! that died (after that, calls to it are errors at once).
 
+mod limit;
 mod server;
 mod tool;
 
@@ -39,6 +46,16 @@ use std::time::Duration;
 /// How long a server may take to start and list its tools unless its table
 /// says otherwise.
 pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long a call waits for its answer unless the server's table says
+/// otherwise (`timeout_s`).
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The largest message (one line on the server's stdout, its newline
+/// included) a server may send: a larger one is refused before it is read
+/// whole, the call waiting for it gets an error result and the server is
+/// stopped.
+pub const MAX_MESSAGE: usize = 16 * 1024 * 1024;
 
 /// What `run.started` records of one MCP tool.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -60,6 +77,8 @@ pub struct ServerSpec {
     pub args: Vec<String>,
     pub env: BTreeMap<String, String>,
     pub startup_timeout: Duration,
+    /// How long one call waits for its answer.
+    pub call_timeout: Duration,
     /// Where it runs: the run's workspace.
     pub cwd: PathBuf,
     /// Variables taken out of its environment besides the usual key
@@ -88,6 +107,9 @@ impl ServerSpec {
                 startup_timeout: s
                     .startup_timeout_ms
                     .map_or(DEFAULT_STARTUP_TIMEOUT, Duration::from_millis),
+                call_timeout: s
+                    .timeout_s
+                    .map_or(DEFAULT_CALL_TIMEOUT, Duration::from_secs),
                 cwd: workspace.to_path_buf(),
                 hide: hide.to_vec(),
                 confine: None,
@@ -307,6 +329,7 @@ mod tests {
                     env: BTreeMap::new(),
                     enabled,
                     startup_timeout_ms: Some(5),
+                    timeout_s: (name == "c").then_some(9),
                 },
             );
         }
@@ -314,5 +337,7 @@ mod tests {
         let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["a", "c"]);
         assert_eq!(specs[0].startup_timeout, Duration::from_millis(5));
+        assert_eq!(specs[0].call_timeout, DEFAULT_CALL_TIMEOUT);
+        assert_eq!(specs[1].call_timeout, Duration::from_secs(9));
     }
 }
