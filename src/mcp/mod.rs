@@ -118,6 +118,74 @@ impl ServerSpec {
     }
 }
 
+impl ServerSpec {
+    /// What a sandbox must show the server of the host so that it can run
+    /// (see [`crate::tools::env::SandboxEnv::showing`], which keeps only
+    /// what exists and may be shown): its program, looked up on the `PATH`
+    /// it gets (its table's `env` first) unless it names a path, and every
+    /// absolute path among its arguments, given alone or as a word within
+    /// one (an `sh -c` script, `--opt=/path`). A path that lies in a
+    /// `node_modules` directory brings the directory holding the outermost
+    /// one: the installed package tree, whose files and dependencies Node
+    /// loads besides the script named.
+    pub fn own_files(&self) -> Vec<PathBuf> {
+        let mut named = Vec::new();
+        if self.command.contains('/') {
+            named.push(self.cwd.join(&self.command));
+        } else {
+            let path = self
+                .env
+                .get("PATH")
+                .cloned()
+                .or_else(|| std::env::var("PATH").ok())
+                .unwrap_or_default();
+            if let Some(found) = std::env::split_paths(&path)
+                .map(|dir| dir.join(&self.command))
+                .find(|p| p.is_file())
+            {
+                named.push(found);
+            }
+        }
+        for arg in &self.args {
+            if arg.starts_with('/') {
+                named.push(PathBuf::from(arg));
+            }
+            let words = arg.split(|c: char| c.is_whitespace() || "'\";=:()&|<>`".contains(c));
+            named.extend(
+                words
+                    .filter(|w| w.starts_with('/') && w != arg)
+                    .map(PathBuf::from),
+            );
+        }
+        let mut out = Vec::new();
+        for path in named {
+            // The file a link names, besides the link.
+            if let Ok(real) = path.canonicalize()
+                && real != path
+            {
+                out.extend(package_tree(&real));
+                out.push(real);
+            }
+            out.extend(package_tree(&path));
+            out.push(path);
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+}
+
+/// The directory holding the outermost `node_modules` of `path`, if any.
+fn package_tree(path: &Path) -> Option<PathBuf> {
+    let mut tree = None;
+    for dir in path.ancestors().skip(1) {
+        if dir.file_name().is_some_and(|n| n == "node_modules") {
+            tree = dir.parent().map(Path::to_path_buf);
+        }
+    }
+    tree
+}
+
 /// The started servers of one run. A server stops when the last of it is
 /// dropped: this list and the [`McpTool`]s made from it share it.
 #[derive(Default)]
@@ -315,6 +383,48 @@ mod tests {
         ] {
             assert!(d.contains(needle), "{needle}: {d}");
         }
+    }
+
+    #[test]
+    fn a_servers_own_files_are_its_program_its_paths_and_their_package_tree() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let bin = root.join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::write(bin.join("node"), "").unwrap();
+        let script = root.join("p/node_modules/@s/srv/dist/index.js");
+        let spec = |command: &str, args: &[&str]| ServerSpec {
+            name: "s".into(),
+            command: command.into(),
+            args: args.iter().map(|a| a.to_string()).collect(),
+            env: BTreeMap::from([("PATH".to_string(), bin.display().to_string())]),
+            startup_timeout: DEFAULT_STARTUP_TIMEOUT,
+            call_timeout: DEFAULT_CALL_TIMEOUT,
+            cwd: root.join("ws"),
+            hide: vec![],
+            confine: None,
+        };
+        let s = script.display().to_string();
+        assert_eq!(
+            spec("node", &[&s, "stdio", "/data/x"]).own_files(),
+            vec![
+                PathBuf::from("/data/x"),
+                bin.join("node"),
+                root.join("p"),
+                script.clone()
+            ]
+        );
+        // Words within an argument; a program given as a path.
+        let shell = format!("node '{s}'; true");
+        assert_eq!(
+            spec("./run.sh", &["-c", &shell, "--root=/srv/a"]).own_files(),
+            vec![
+                PathBuf::from("/srv/a"),
+                root.join("p"),
+                script.clone(),
+                root.join("ws/./run.sh"),
+            ]
+        );
     }
 
     #[test]

@@ -504,8 +504,11 @@ fn spawn(spec: &ServerSpec) -> Result<Spawned, String> {
                 .chain(&spec.args)
                 .map(|w| sh_quote(w))
                 .collect();
+            // The server's own program and files may lie where the sandbox
+            // shows nothing (its private /tmp): they are shown, read-only.
+            let sandbox = sandbox.clone().showing(spec.own_files());
             crate::tools::env::ExecEnv::command(
-                sandbox,
+                &sandbox,
                 &format!("exec {}", words.join(" ")),
                 &spec.cwd,
             )

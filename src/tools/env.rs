@@ -252,6 +252,8 @@ pub struct SandboxEnv {
     network: bool,
     /// The run's own files: hidden or read-only inside the sandbox.
     protected: super::protected::Protected,
+    /// Paths of the host shown read-only to the command (see `showing`).
+    shown: Vec<PathBuf>,
 }
 
 impl SandboxEnv {
@@ -262,7 +264,23 @@ impl SandboxEnv {
             bwrap,
             network,
             protected: super::protected::Protected::none(),
+            shown: Vec::new(),
         })
+    }
+
+    /// The same sandbox, showing the command `read_only` paths of the host,
+    /// read-only: an MCP server's own program and files, which may lie
+    /// where the sandbox shows nothing (its private `/tmp`). Of these, only
+    /// absolute paths that exist are shown, resolved; never `/` or a whole
+    /// directory the sandbox replaces or that holds the host's sockets
+    /// ([`NEVER_SHOWN`]), never a socket, never a path that is, holds or
+    /// lies in a protected one (the run's own files stay as hidden as they
+    /// were), and never one in the workspace (it is there already,
+    /// writable).
+    #[must_use]
+    pub fn showing(mut self, read_only: Vec<PathBuf>) -> Self {
+        self.shown = read_only;
+        self
     }
 
     /// The same sandbox, keeping `protected` out of the commands' reach.
@@ -368,7 +386,40 @@ fn refusal(why: &str, ws: &Path) -> Command {
     cmd
 }
 
+/// Directories [`SandboxEnv::showing`] never shows as a whole.
+pub const NEVER_SHOWN: &[&str] = &[
+    "/", "/tmp", "/var/tmp", "/run", "/var/run", "/dev", "/dev/shm", "/proc",
+];
+
 impl SandboxEnv {
+    /// The paths of `showing` to bind on `ws` (resolved): as it says there,
+    /// parents before their children, each once.
+    fn shown(&self, ws: &Path) -> Vec<PathBuf> {
+        use std::os::unix::fs::FileTypeExt;
+        let mut out: Vec<PathBuf> = Vec::new();
+        for path in self.shown.iter().filter(|p| p.is_absolute()) {
+            let Ok(real) = path.canonicalize() else {
+                continue;
+            };
+            let shows_protected = self.protected.covers(&real)
+                || self.protected.paths().iter().any(|q| q.starts_with(&real));
+            if NEVER_SHOWN.iter().any(|n| real == Path::new(n))
+                || real.starts_with(ws)
+                || shows_protected
+                || std::fs::metadata(&real).is_ok_and(|m| m.file_type().is_socket())
+            {
+                continue;
+            }
+            out.push(real);
+        }
+        out.sort();
+        out.dedup();
+        // What lies in another shown path is shown with it.
+        let all = out.clone();
+        out.retain(|p| !all.iter().any(|o| o != p && p.starts_with(o)));
+        out
+    }
+
     /// The mounts that keep the protected paths out of reach of commands
     /// in the sandbox on `ws` (resolved). Outside the workspace everything
     /// is read-only already (or, under `/tmp`, not there at all), so only
@@ -483,6 +534,14 @@ impl SandboxEnv {
             .arg(ws)
             .args(["--unshare-pid", "--unshare-ipc", "--unshare-uts"])
             .arg("--die-with-parent");
+        // After /tmp: what `showing` lets the command see; the workspace
+        // stays writable beneath a shown ancestor of it.
+        for path in self.shown(ws) {
+            cmd.arg("--ro-bind").arg(&path).arg(&path);
+            if ws.starts_with(&path) {
+                cmd.arg("--bind").arg(ws).arg(ws);
+            }
+        }
         for cover in covers {
             let (flag, path) = match cover {
                 Cover::Pin(p) => ("--bind", p),
@@ -721,6 +780,7 @@ mod tests {
             bwrap: PathBuf::from("bwrap"),
             network: false,
             protected,
+            shown: Vec::new(),
         };
         assert_eq!(
             env.covers(&ws, false).unwrap(),
@@ -732,5 +792,69 @@ mod tests {
                 Cover::ReadOnly(ws.join("tinyagent.toml")),
             ]
         );
+    }
+
+    #[test]
+    fn shown_paths_exist_resolved_and_never_reveal_the_runs_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let ws = root.join("ws");
+        for d in ["ws/inner", "pkg/node_modules/m", "runs/r.wal.d", "other"] {
+            std::fs::create_dir_all(root.join(d)).unwrap();
+        }
+        for f in [
+            "pkg/node_modules/m/index.js",
+            "runs/r.wal",
+            "other/server.py",
+        ] {
+            std::fs::write(root.join(f), "x").unwrap();
+        }
+        std::os::unix::fs::symlink(root.join("other/server.py"), root.join("link.py")).unwrap();
+        let mut protected = super::super::protected::Protected::none();
+        protected.add_log(&root.join("runs/r.wal"));
+        let env = SandboxEnv {
+            bwrap: PathBuf::from("bwrap"),
+            network: false,
+            protected,
+            shown: Vec::new(),
+        }
+        .showing(
+            [
+                "pkg",
+                "pkg/node_modules/m/index.js",
+                "link.py",
+                "missing.js",
+                "ws/inner",
+                "runs",
+                "runs/r.wal.d",
+            ]
+            .iter()
+            .map(|p| root.join(p))
+            .chain(["/", "/tmp", "relative/path"].map(PathBuf::from))
+            .collect(),
+        );
+        assert_eq!(
+            env.shown(&ws),
+            vec![root.join("other/server.py"), root.join("pkg")]
+        );
+        // A directory holding the log is not shown at all.
+        let holds = env.clone().showing(vec![root.clone()]);
+        assert!(holds.shown(&ws).is_empty());
+        // A shown ancestor of the workspace leaves the workspace writable.
+        let mut env = env.showing(vec![root.join("pkg")]);
+        env.protected = super::super::protected::Protected::none();
+        let args: Vec<String> = env
+            .bwrap_command("true", &root.join("pkg/node_modules"), &[])
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let line = args.join(" ");
+        let pkg = root.join("pkg").display().to_string();
+        let ws = root.join("pkg/node_modules").display().to_string();
+        assert!(
+            line.contains(&format!("--ro-bind {pkg} {pkg} --bind {ws} {ws}")),
+            "{line}"
+        );
+        assert!(line.find("--tmpfs /tmp").unwrap() < line.find(&pkg).unwrap());
     }
 }

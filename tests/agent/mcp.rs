@@ -1076,3 +1076,127 @@ fn a_reply_over_16_mib_is_refused_with_memory_bounded_and_the_run_goes_on() {
     assert_eq!(recs.last().unwrap().data["status"], "completed");
     assert_no_server_left(&marker(&sb), "after the run");
 }
+
+/// Found on a clone under /tmp: the sandbox's private /tmp hid the servers'
+/// own files. Here the three packages are copied where `.ci/run` installs
+/// them in such a clone (`/tmp/…/target/mcp/node_modules`), and each server
+/// is started from the copy in the sandbox, directly or through `sh -c`:
+/// every one runs and sees its files, read-only.
+#[test]
+fn in_the_sandbox_a_server_kept_under_tmp_sees_its_own_files_read_only() {
+    let test = "in_the_sandbox_a_server_kept_under_tmp_sees_its_own_files_read_only";
+    let Some(s) = servers(test) else {
+        return;
+    };
+    let sb = Sandbox::new();
+    if require(
+        "bwrap",
+        test,
+        crate::support::require::bwrap(&sb.ws(), false),
+    )
+    .is_none()
+    {
+        return;
+    }
+    // <prefix>/node_modules/@modelcontextprotocol/<server>/dist/index.js
+    let modules = s[0].ancestors().nth(4).unwrap();
+    assert!(modules.ends_with("node_modules"), "{}", modules.display());
+    let clone = tempfile::tempdir_in("/tmp").unwrap();
+    let mcp = clone.path().join("target/mcp");
+    std::fs::create_dir_all(&mcp).unwrap();
+    let copied = Command::new("cp")
+        .arg("-a")
+        .arg(modules)
+        .arg(&mcp)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let copy = |p: &PathBuf| {
+        mcp.join("node_modules")
+            .join(p.strip_prefix(modules).unwrap())
+    };
+    let (fs, mem, every) = (copy(&s[0]), copy(&s[1]), copy(&s[2]));
+    assert!(fs.starts_with("/tmp") && fs.is_file());
+    // The filesystem server's own package directory, which it is also
+    // given as an allowed directory: shown to it, but not writable.
+    let pkg = fs.parent().unwrap().parent().unwrap().to_path_buf();
+    let planted = pkg.join("planted.txt");
+    let inside = sb.ws().join("inside.txt");
+    let memory = sb.ws().join("memory.jsonl");
+    let m = toml_str(&marker(&sb));
+    let toml = format!(
+        "[env]\nkind = \"sandbox\"\n\
+         [mcp.servers.fs]\ncommand = \"node\"\nargs = [{}, {}, {}]\nenv = {{ MCP_TEST_MARKER = {m} }}\n\
+         [mcp.servers.mem]\ncommand = \"sh\"\nargs = [\"-c\", {}]\n\
+         env = {{ MCP_TEST_MARKER = {m}, MEMORY_FILE_PATH = {} }}\n\
+         [mcp.servers.every]\ncommand = \"node\"\nargs = [{}, \"stdio\"]\n\
+         env = {{ MCP_TEST_MARKER = {m} }}\n",
+        toml_str(&fs.display().to_string()),
+        toml_str(&sb.ws().display().to_string()),
+        toml_str(&pkg.display().to_string()),
+        toml_str(&format!("node '{}'; true", mem.display())),
+        toml_str(&memory.display().to_string()),
+        toml_str(&every.display().to_string()),
+    );
+    let server = MockServer::start(vec![
+        MockReply::tool_call(
+            "fs__write_file",
+            json!({"path": inside.display().to_string(), "content": "from the sandbox\n"}),
+        )
+        .with_ids(&["w1"]),
+        MockReply::tool_call(
+            "fs__list_directory",
+            json!({"path": pkg.display().to_string()}),
+        )
+        .with_ids(&["l1"]),
+        MockReply::tool_call(
+            "fs__write_file",
+            json!({"path": planted.display().to_string(), "content": "planted\n"}),
+        )
+        .with_ids(&["w2"]),
+        MockReply::tool_call(
+            "mem__create_entities",
+            json!({"entities": [{"name": "x", "entityType": "y", "observations": ["z"]}]}),
+        )
+        .with_ids(&["m1"]),
+        MockReply::tool_call("every__echo", json!({"message": "from under /tmp"}))
+            .with_ids(&["e1"]),
+        MockReply::text("done"),
+    ]);
+    run_ok(&sb, &server, &toml);
+    let recs = log(&sb);
+    for id in ["w1", "l1", "m1", "e1"] {
+        assert_eq!(
+            result(&recs, id)["is_error"],
+            false,
+            "{id}: {}",
+            result(&recs, id)
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(&inside).unwrap(),
+        "from the sandbox\n"
+    );
+    // It sees its own package...
+    let listing = content(&recs, "l1");
+    assert!(listing.contains("package.json"), "{listing}");
+    assert!(listing.contains("dist"), "{listing}");
+    // ... read-only.
+    let w2 = result(&recs, "w2");
+    assert_eq!(w2["is_error"], true, "{w2}");
+    assert!(
+        content(&recs, "w2").contains("read-only file system"),
+        "{w2}"
+    );
+    assert!(
+        !planted.exists(),
+        "a sandboxed server wrote into its package"
+    );
+    assert!(
+        memory.is_file(),
+        "the memory server did not write its graph"
+    );
+    assert!(content(&recs, "e1").contains("from under /tmp"));
+    assert_eq!(recs.last().unwrap().data["status"], "completed");
+    assert_no_server_left(&marker(&sb), "after the sandboxed run");
+}
