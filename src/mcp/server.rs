@@ -292,7 +292,7 @@ impl Server {
         }
         if live.restarts >= 1 {
             live.dead = Some(format!(
-                "MCP server `{}` {cause} after it had been started again once; it is not \
+                "MCP server `{}` {cause}; it had been started again once already and is not \
                  started again in this run",
                 self.spec.name
             ));
