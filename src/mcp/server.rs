@@ -865,4 +865,29 @@ mod tests {
         let e = Server::start(spec).err().unwrap();
         assert!(e.contains("`echoer` failed to start"), "{e}");
     }
+
+    #[test]
+    fn a_message_over_the_limit_at_start_is_named() {
+        let spec = ServerSpec {
+            name: "flood".into(),
+            command: "sh".into(),
+            args: vec![
+                "-c".into(),
+                "read -r _; head -c 17000000 /dev/zero | tr '\\0' x; echo; sleep 30".into(),
+            ],
+            env: std::collections::BTreeMap::new(),
+            startup_timeout: Duration::from_secs(20),
+            call_timeout: Duration::from_secs(5),
+            cwd: std::env::temp_dir(),
+            hide: vec![],
+            confine: None,
+        };
+        let started = Instant::now();
+        let e = Server::start(spec).err().unwrap();
+        assert!(
+            e.contains("`flood` failed to start") && e.contains("larger than 16 MiB"),
+            "{e}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(15), "{e}");
+    }
 }
