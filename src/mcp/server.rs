@@ -71,7 +71,7 @@ impl Conn {
             Some(format!("exited ({exit})"))
         } else if self.oversized.load(Ordering::SeqCst) {
             Some(format!("sent a message larger than {}", limit_text()))
-        } else if self.service.is_closed() {
+        } else if self.service.is_closed() || self.service.peer().is_transport_closed() {
             Some("closed its connection".into())
         } else {
             None
