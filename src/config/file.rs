@@ -255,6 +255,10 @@ pub struct McpServerSection {
     pub enabled: Option<bool>,
     /// How long the server may take to start and list its tools.
     pub startup_timeout_ms: Option<u64>,
+    /// How long one call may wait for the server's answer, in seconds
+    /// (default 120); past it the call is an error result and the server
+    /// is stopped.
+    pub timeout_s: Option<u64>,
 }
 
 impl McpSection {
@@ -299,6 +303,9 @@ impl McpSection {
                     "startup_timeout_ms",
                     "must be from 1 to 600000 (10 minutes)",
                 ));
+            }
+            if s.timeout_s.is_some_and(|t| t == 0 || t > 86_400) {
+                return Err(value("timeout_s", "must be from 1 to 86400 (a day)"));
             }
         }
         Ok(())
@@ -493,6 +500,7 @@ command = "node"
 args = ["server.js", "/tmp"]
 env = { A = "1" }
 startup_timeout_ms = 5000
+timeout_s = 7
 [mcp.servers.off]
 command = "x"
 enabled = false
@@ -503,6 +511,8 @@ enabled = false
         let fs = &c.mcp.servers["fs"];
         assert_eq!(fs.args, ["server.js", "/tmp"]);
         assert_eq!(fs.env["A"], "1");
+        assert_eq!(fs.timeout_s, Some(7));
+        assert_eq!(c.mcp.servers["off"].timeout_s, None);
         assert_eq!(c.mcp.servers["off"].enabled, Some(false));
         for (toml, named) in [
             ("[mcp.servers.a__b]\ncommand = \"x\"\n", "a__b"),
@@ -513,6 +523,14 @@ enabled = false
             (
                 "[mcp.servers.a]\ncommand = \"x\"\nstartup_timeout_ms = 0\n",
                 "startup_timeout_ms",
+            ),
+            (
+                "[mcp.servers.a]\ncommand = \"x\"\ntimeout_s = 0\n",
+                "mcp.servers.a.timeout_s",
+            ),
+            (
+                "[mcp.servers.a]\ncommand = \"x\"\ntimeout_s = 86401\n",
+                "mcp.servers.a.timeout_s",
             ),
             (
                 "[mcp.servers.a]\ncommand = \"x\"\nenv = { \"\" = \"1\" }\n",

@@ -20,7 +20,14 @@
 //! environment less every API key variable, plus the `env` of its table.
 //! A [`Server`] stops its process when it is dropped. A server that dies
 //! while the run goes on is started again once ([`server`]).
+//!
+//! A call waits at most the server's `timeout_s` ([`DEFAULT_CALL_TIMEOUT`])
+//! and a message from a server may be at most [`MAX_MESSAGE`] long; either
+//! failure gives the call an error result and stops the server, which the
+//! next call starts again within the same once-per-run budget as a server
+//! that died (after that, calls to it are errors at once).
 
+mod limit;
 mod server;
 mod tool;
 
@@ -41,6 +48,16 @@ pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub use crate::event::McpToolRecord;
 
+/// How long a call waits for its answer unless the server's table says
+/// otherwise (`timeout_s`).
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The largest message (one line on the server's stdout, its newline
+/// included) a server may send: a larger one is refused before it is read
+/// whole, the call waiting for it gets an error result and the server is
+/// stopped.
+pub const MAX_MESSAGE: usize = 16 * 1024 * 1024;
+
 /// One server to start: its table, resolved.
 #[derive(Debug, Clone)]
 pub struct ServerSpec {
@@ -49,6 +66,8 @@ pub struct ServerSpec {
     pub args: Vec<String>,
     pub env: BTreeMap<String, String>,
     pub startup_timeout: Duration,
+    /// How long one call waits for its answer.
+    pub call_timeout: Duration,
     /// Where it runs: the run's workspace.
     pub cwd: PathBuf,
     /// Variables taken out of its environment besides the usual key
@@ -77,12 +96,83 @@ impl ServerSpec {
                 startup_timeout: s
                     .startup_timeout_ms
                     .map_or(DEFAULT_STARTUP_TIMEOUT, Duration::from_millis),
+                call_timeout: s
+                    .timeout_s
+                    .map_or(DEFAULT_CALL_TIMEOUT, Duration::from_secs),
                 cwd: workspace.to_path_buf(),
                 hide: hide.to_vec(),
                 confine: None,
             })
             .collect()
     }
+}
+
+impl ServerSpec {
+    /// What a sandbox must show the server of the host so that it can run
+    /// (see [`crate::tools::env::SandboxEnv::showing`], which keeps only
+    /// what exists and may be shown): its program, looked up on the `PATH`
+    /// it gets (its table's `env` first) unless it names a path, and every
+    /// absolute path among its arguments, given alone or as a word within
+    /// one (an `sh -c` script, `--opt=/path`). A path that lies in a
+    /// `node_modules` directory brings the directory holding the outermost
+    /// one: the installed package tree, whose files and dependencies Node
+    /// loads besides the script named.
+    pub fn own_files(&self) -> Vec<PathBuf> {
+        let mut named = Vec::new();
+        if self.command.contains('/') {
+            named.push(self.cwd.join(&self.command));
+        } else {
+            let path = self
+                .env
+                .get("PATH")
+                .cloned()
+                .or_else(|| std::env::var("PATH").ok())
+                .unwrap_or_default();
+            if let Some(found) = std::env::split_paths(&path)
+                .map(|dir| dir.join(&self.command))
+                .find(|p| p.is_file())
+            {
+                named.push(found);
+            }
+        }
+        for arg in &self.args {
+            if arg.starts_with('/') {
+                named.push(PathBuf::from(arg));
+            }
+            let words = arg.split(|c: char| c.is_whitespace() || "'\";=:()&|<>`".contains(c));
+            named.extend(
+                words
+                    .filter(|w| w.starts_with('/') && w != arg)
+                    .map(PathBuf::from),
+            );
+        }
+        let mut out = Vec::new();
+        for path in named {
+            // The file a link names, besides the link.
+            if let Ok(real) = path.canonicalize()
+                && real != path
+            {
+                out.extend(package_tree(&real));
+                out.push(real);
+            }
+            out.extend(package_tree(&path));
+            out.push(path);
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+}
+
+/// The directory holding the outermost `node_modules` of `path`, if any.
+fn package_tree(path: &Path) -> Option<PathBuf> {
+    let mut tree = None;
+    for dir in path.ancestors().skip(1) {
+        if dir.file_name().is_some_and(|n| n == "node_modules") {
+            tree = dir.parent().map(Path::to_path_buf);
+        }
+    }
+    tree
 }
 
 /// The started servers of one run. A server stops when the last of it is
@@ -285,6 +375,48 @@ mod tests {
     }
 
     #[test]
+    fn a_servers_own_files_are_its_program_its_paths_and_their_package_tree() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let bin = root.join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::write(bin.join("node"), "").unwrap();
+        let script = root.join("p/node_modules/@s/srv/dist/index.js");
+        let spec = |command: &str, args: &[&str]| ServerSpec {
+            name: "s".into(),
+            command: command.into(),
+            args: args.iter().map(|a| a.to_string()).collect(),
+            env: BTreeMap::from([("PATH".to_string(), bin.display().to_string())]),
+            startup_timeout: DEFAULT_STARTUP_TIMEOUT,
+            call_timeout: DEFAULT_CALL_TIMEOUT,
+            cwd: root.join("ws"),
+            hide: vec![],
+            confine: None,
+        };
+        let s = script.display().to_string();
+        assert_eq!(
+            spec("node", &[&s, "stdio", "/data/x"]).own_files(),
+            vec![
+                PathBuf::from("/data/x"),
+                bin.join("node"),
+                root.join("p"),
+                script.clone()
+            ]
+        );
+        // Words within an argument; a program given as a path.
+        let shell = format!("node '{s}'; true");
+        assert_eq!(
+            spec("./run.sh", &["-c", &shell, "--root=/srv/a"]).own_files(),
+            vec![
+                PathBuf::from("/srv/a"),
+                root.join("p"),
+                script.clone(),
+                root.join("ws/./run.sh"),
+            ]
+        );
+    }
+
+    #[test]
     fn disabled_servers_are_left_out() {
         let mut servers = BTreeMap::new();
         for (name, enabled) in [("a", None), ("b", Some(false)), ("c", Some(true))] {
@@ -296,6 +428,7 @@ mod tests {
                     env: BTreeMap::new(),
                     enabled,
                     startup_timeout_ms: Some(5),
+                    timeout_s: (name == "c").then_some(9),
                 },
             );
         }
@@ -303,5 +436,7 @@ mod tests {
         let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["a", "c"]);
         assert_eq!(specs[0].startup_timeout, Duration::from_millis(5));
+        assert_eq!(specs[0].call_timeout, DEFAULT_CALL_TIMEOUT);
+        assert_eq!(specs[1].call_timeout, Duration::from_secs(9));
     }
 }

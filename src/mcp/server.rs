@@ -12,6 +12,14 @@
 //!
 //! A server that exits while the run goes on is started again once, and
 //! only if it offers the same tools; after that its calls are errors.
+//!
+//! A call that gets no answer within the server's `timeout_s`, or whose
+//! answer is longer than [`super::MAX_MESSAGE`] (its stdout is read through
+//! [`super::limit::LineLimit`], which refuses such a line before it is held
+//! whole), is given up: the call gets an error result saying which, and the
+//! server is stopped. The next call to it starts it again, within the same
+//! once-per-run budget as a server that died; once that is spent the server
+//! is marked failed and every later call to it is an error at once.
 
 use super::ServerSpec;
 use crate::tools::ToolOutcome;
@@ -21,6 +29,7 @@ use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject, Tool as Mcp
 use rmcp::service::{RoleClient, RunningService, ServiceError, ServiceExt};
 use std::io::Read;
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{RecvTimeoutError, sync_channel};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
@@ -45,21 +54,56 @@ struct Conn {
     /// How the process ended, once it has.
     exited: Shared<Option<String>>,
     stderr: Shared<StderrTail>,
+    /// Set once the server sent a line longer than [`super::MAX_MESSAGE`]
+    /// (the session has ended then).
+    oversized: Arc<AtomicBool>,
 }
 
 impl Conn {
     fn exit(&self) -> Option<String> {
         lock(&self.exited).clone()
     }
+
+    /// Why this connection cannot take a call, if it cannot: a clause
+    /// following "MCP server `x`".
+    fn broken(&self) -> Option<String> {
+        if let Some(exit) = self.exit() {
+            Some(format!("exited ({exit})"))
+        } else if self.oversized.load(Ordering::SeqCst) {
+            Some(format!("sent a message larger than {}", limit_text()))
+        } else if self.service.is_closed() || self.service.peer().is_transport_closed() {
+            Some("closed its connection".into())
+        } else {
+            None
+        }
+    }
 }
 
 #[derive(Default)]
 struct Live {
     conn: Option<Conn>,
-    /// Times the server was started again after it died.
+    /// Counts the connections made: which one a call was sent on.
+    generation: u64,
+    /// Times the server was started again after it died or was stopped.
     restarts: u32,
+    /// Why the server was stopped by a call that gave up on it (a clause
+    /// following "MCP server `x`"), until it is started again.
+    stopped: Option<String>,
     /// Why the server no longer runs, once it will not be started again.
     dead: Option<String>,
+}
+
+/// What a call is sent on.
+struct Session {
+    peer: rmcp::Peer<RoleClient>,
+    exited: Shared<Option<String>>,
+    oversized: Arc<AtomicBool>,
+    generation: u64,
+}
+
+/// The largest message, as the messages say it.
+fn limit_text() -> String {
+    format!("{} MiB", super::MAX_MESSAGE / (1024 * 1024))
 }
 
 /// One started server. Dropping it stops the server.
@@ -121,19 +165,26 @@ impl Server {
         let Some(rt) = &self.rt else {
             return ToolOutcome::error(format!("MCP server `{}` was stopped", self.spec.name));
         };
-        let started = Instant::now();
-        let (peer, exited) = match self.session() {
+        let session = match self.session() {
             Ok(s) => s,
             Err(why) => return ToolOutcome::error(why),
         };
+        // The timeout counts from the call's sending: a start the call had
+        // to wait for is bounded by the startup timeout.
+        let started = Instant::now();
         let mut params = CallToolRequestParams::new(tool.to_string());
         params.arguments = Some(args);
         let (tx, rx) = sync_channel(1);
+        let peer = session.peer.clone();
         let task = rt.spawn(async move {
             let _ = tx.send(peer.call_tool(params).await);
         });
         let mut exit_seen: Option<Instant> = None;
         loop {
+            if session.oversized.load(Ordering::SeqCst) {
+                task.abort();
+                return self.refused(tool, &session);
+            }
             match rx.recv_timeout(Duration::from_millis(20)) {
                 Ok(Ok(result)) => return render(&result),
                 Ok(Err(ServiceError::McpError(e))) => {
@@ -147,7 +198,12 @@ impl Server {
                     | ServiceError::TransportSend(_)
                     | ServiceError::Cancelled { .. },
                 ))
-                | Err(RecvTimeoutError::Disconnected) => return self.died_during(tool),
+                | Err(RecvTimeoutError::Disconnected) => {
+                    if session.oversized.load(Ordering::SeqCst) {
+                        return self.refused(tool, &session);
+                    }
+                    return self.died_during(tool, &session);
+                }
                 Ok(Err(e)) => {
                     return ToolOutcome::error(format!(
                         "the call to MCP server `{}` failed: {e}",
@@ -168,48 +224,137 @@ impl Server {
                 outcome.signal = Some(name);
                 return outcome;
             }
+            if started.elapsed() >= self.spec.call_timeout {
+                task.abort();
+                return self.timed_out(tool, &session);
+            }
             // The process is gone: an answer it wrote before it died has a
             // moment to arrive, then the call is given up.
-            if lock(&exited).is_some() {
+            if lock(&session.exited).is_some() {
                 let seen = *exit_seen.get_or_insert_with(Instant::now);
                 if seen.elapsed() > Duration::from_millis(500) {
                     task.abort();
-                    return self.died_during(tool);
+                    return self.died_during(tool, &session);
                 }
             }
         }
     }
 
+    /// The call got no answer within the timeout: an error result saying
+    /// so, and the server is stopped.
+    fn timed_out(&self, tool: &str, session: &Session) -> ToolOutcome {
+        let secs = self.spec.call_timeout.as_secs();
+        let name = &self.spec.name;
+        let next = self.give_up(
+            session,
+            format!("was stopped after a call got no answer within {secs} s"),
+        );
+        ToolOutcome::error(format!(
+            "The call to `{tool}` of MCP server `{name}` timed out after {secs} s \
+             (mcp.servers.{name}.timeout_s): it was abandoned and the server stopped; \
+             whether the call had any effect is unknown. {next}"
+        ))
+    }
+
+    /// The server's answer was longer than a message may be: an error
+    /// result saying so, and the server is stopped.
+    fn refused(&self, tool: &str, session: &Session) -> ToolOutcome {
+        let limit = limit_text();
+        let next = self.give_up(
+            session,
+            format!("was stopped after it sent a message larger than {limit}"),
+        );
+        ToolOutcome::error(format!(
+            "The reply of MCP server `{}` to the call to `{tool}` exceeded {limit}, the largest \
+             message a server may send: it was refused unread and the server stopped; \
+             whether the call had any effect is unknown. {next}",
+            self.spec.name
+        ))
+    }
+
+    /// Stops the connection `session` was sent on (if it is still the
+    /// current one) because of `cause`, and says what becomes of the
+    /// server: started again by the next call, or, when it already was
+    /// once, failed for the rest of the run.
+    fn give_up(&self, session: &Session, cause: String) -> String {
+        let mut live = lock(&self.live);
+        if live.generation == session.generation
+            && let Some(conn) = live.conn.take()
+        {
+            stop_conn(self.rt.as_ref(), conn);
+            live.stopped = Some(cause.clone());
+        }
+        if live.dead.is_some() {
+            return "It is not started again in this run.".into();
+        }
+        if live.conn.is_some() {
+            return "It was started again meanwhile for the calls that follow.".into();
+        }
+        if live.restarts >= 1 {
+            live.dead = Some(format!(
+                "MCP server `{}` {cause}; it had been started again once already and is not \
+                 started again in this run",
+                self.spec.name
+            ));
+            return "It had been started again once already, so it is not started again: \
+                    later calls to it fail at once."
+                .into();
+        }
+        "It is started again for the next call to it.".into()
+    }
+
     /// The client session to send a call on. A server found dead before the
     /// call is sent is started again first (once per run).
-    fn session(&self) -> Result<(rmcp::Peer<RoleClient>, Shared<Option<String>>), String> {
+    fn session(&self) -> Result<Session, String> {
         let mut live = lock(&self.live);
         if let Some(why) = &live.dead {
             return Err(why.clone());
         }
-        if let Some(conn) = &live.conn
-            && conn.exit().is_none()
-        {
-            return Ok((conn.service.peer().clone(), conn.exited.clone()));
+        let cause = match &live.conn {
+            Some(conn) => conn.broken(),
+            None => Some(
+                live.stopped
+                    .clone()
+                    .unwrap_or_else(|| "was not running".into()),
+            ),
+        };
+        if let Some(cause) = cause {
+            self.restart(&mut live, &cause)?;
         }
-        let exit = live
-            .conn
-            .as_ref()
-            .and_then(Conn::exit)
-            .unwrap_or_else(|| "it was not running".into());
-        match self.restart(&mut live, &exit) {
-            Ok(()) => match live.conn.as_ref() {
-                Some(conn) => Ok((conn.service.peer().clone(), conn.exited.clone())),
-                None => Err(format!("MCP server `{}` did not start again", self.name())),
-            },
-            Err(why) => Err(why),
+        let generation = live.generation;
+        match live.conn.as_ref() {
+            Some(conn) => Ok(Session {
+                peer: conn.service.peer().clone(),
+                exited: conn.exited.clone(),
+                oversized: conn.oversized.clone(),
+                generation,
+            }),
+            None => Err(format!("MCP server `{}` did not start again", self.name())),
         }
     }
 
     /// The server died while a call was in flight: an error result saying
     /// so, and the server is started again (once).
-    fn died_during(&self, tool: &str) -> ToolOutcome {
+    fn died_during(&self, tool: &str, session: &Session) -> ToolOutcome {
         let mut live = lock(&self.live);
+        if live.generation != session.generation || live.conn.is_none() {
+            // Another call stopped the server (or started it again) while
+            // this one waited.
+            let why = live
+                .dead
+                .clone()
+                .or_else(|| {
+                    live.stopped
+                        .as_ref()
+                        .map(|c| format!("MCP server `{}` {c}", self.spec.name))
+                })
+                .unwrap_or_else(|| format!("MCP server `{}` was started again", self.spec.name));
+            return ToolOutcome::error(format!(
+                "The connection to MCP server `{}` closed during the call to `{tool}`: {why}; \
+                 whether the call had any effect is unknown.",
+                self.spec.name
+            ));
+        }
         // The connection can close a moment before the waiter thread has
         // the exit status: give it that moment, so the result says how the
         // server ended.
@@ -226,7 +371,7 @@ impl Server {
         let tail = live.conn.as_ref().map(|c| stderr_tail(&c.stderr));
         let next = match &live.dead {
             Some(_) => "It is not started again.".to_string(),
-            None => match self.restart(&mut live, &exit) {
+            None => match self.restart(&mut live, &format!("exited ({exit})")) {
                 Ok(()) => "It was started again for the calls that follow.".to_string(),
                 Err(why) => format!("It could not be started again: {why}"),
             },
@@ -242,16 +387,17 @@ impl Server {
         ToolOutcome::error(text)
     }
 
-    /// Starts the server again in place of a dead one, if it has not been
+    /// Starts the server again in place of a dead or stopped one (`cause`
+    /// says which: a clause following "MCP server `x`"), if it has not been
     /// already and it offers the same tools; otherwise marks it dead.
-    fn restart(&self, live: &mut Live, exit: &str) -> Result<(), String> {
+    fn restart(&self, live: &mut Live, cause: &str) -> Result<(), String> {
         let name = &self.spec.name;
         if let Some(old) = live.conn.take() {
             stop_conn(self.rt.as_ref(), old);
         }
         if live.restarts >= 1 {
             let why = format!(
-                "MCP server `{name}` exited ({exit}) after it had been started again once; \
+                "MCP server `{name}` {cause} after it had been started again once; \
                  it is not started again in this run"
             );
             live.dead = Some(why.clone());
@@ -268,6 +414,8 @@ impl Server {
         match connect(rt, &self.spec) {
             Ok((conn, tools)) if same_tools(&tools, &self.tools) => {
                 live.conn = Some(conn);
+                live.generation += 1;
+                live.stopped = None;
                 Ok(())
             }
             Ok((conn, _)) => {
@@ -275,12 +423,12 @@ impl Server {
                 fail(
                     live,
                     format!(
-                        "MCP server `{name}` exited ({exit}) and, started again, offered other \
+                        "MCP server `{name}` {cause} and, started again, offered other \
                          tools than at the run's start; it is not used again in this run"
                     ),
                 )
             }
-            Err(why) => fail(live, format!("{why} (after it exited: {exit})")),
+            Err(why) => fail(live, format!("{why} (after it {cause})")),
         }
     }
 
@@ -356,8 +504,11 @@ fn spawn(spec: &ServerSpec) -> Result<Spawned, String> {
                 .chain(&spec.args)
                 .map(|w| sh_quote(w))
                 .collect();
+            // The server's own program and files may lie where the sandbox
+            // shows nothing (its private /tmp): they are shown, read-only.
+            let sandbox = sandbox.clone().showing(spec.own_files());
             crate::tools::env::ExecEnv::command(
-                sandbox,
+                &sandbox,
                 &format!("exec {}", words.join(" ")),
                 &spec.cwd,
             )
@@ -489,6 +640,8 @@ fn connect(
         stderr,
     } = spawned;
     let timeout = spec.startup_timeout;
+    let oversized = Arc::new(AtomicBool::new(false));
+    let tripped = oversized.clone();
     let (tx, rx) = sync_channel(1);
     rt.spawn(async move {
         let session = async move {
@@ -496,6 +649,7 @@ fn connect(
                 .map_err(|e| format!("its stdin: {e}"))?;
             let stdout = tokio::process::ChildStdout::from_std(stdout)
                 .map_err(|e| format!("its stdout: {e}"))?;
+            let stdout = super::limit::LineLimit::new(stdout, super::MAX_MESSAGE, tripped);
             let service = ().serve((stdout, stdin)).await.map_err(|e| e.to_string())?;
             let tools = service
                 .peer()
@@ -537,10 +691,19 @@ fn connect(
                 pgid: pid,
                 exited,
                 stderr,
+                oversized,
             },
             tools,
         )),
         Err(why) => {
+            let why = if oversized.load(Ordering::SeqCst) {
+                format!(
+                    "it sent a message larger than {}, the largest a server may send ({why})",
+                    limit_text()
+                )
+            } else {
+                why
+            };
             host::kill_group(pid);
             // Give it a moment to be reaped and its stderr to be read to
             // the end (the two happen on different threads).
@@ -674,6 +837,7 @@ mod tests {
             args: vec![],
             env: std::collections::BTreeMap::new(),
             startup_timeout: Duration::from_secs(5),
+            call_timeout: Duration::from_secs(5),
             cwd: std::env::temp_dir(),
             hide: vec![],
             confine: None,
@@ -693,11 +857,37 @@ mod tests {
             args: vec!["-c".into(), "echo not json; echo oops >&2; exit 3".into()],
             env: std::collections::BTreeMap::new(),
             startup_timeout: Duration::from_secs(10),
+            call_timeout: Duration::from_secs(5),
             cwd: std::env::temp_dir(),
             hide: vec![],
             confine: None,
         };
         let e = Server::start(spec).err().unwrap();
         assert!(e.contains("`echoer` failed to start"), "{e}");
+    }
+
+    #[test]
+    fn a_message_over_the_limit_at_start_is_named() {
+        let spec = ServerSpec {
+            name: "flood".into(),
+            command: "sh".into(),
+            args: vec![
+                "-c".into(),
+                "read -r _; head -c 17000000 /dev/zero | tr '\\0' x; echo; sleep 30".into(),
+            ],
+            env: std::collections::BTreeMap::new(),
+            startup_timeout: Duration::from_secs(20),
+            call_timeout: Duration::from_secs(5),
+            cwd: std::env::temp_dir(),
+            hide: vec![],
+            confine: None,
+        };
+        let started = Instant::now();
+        let e = Server::start(spec).err().unwrap();
+        assert!(
+            e.contains("`flood` failed to start") && e.contains("larger than 16 MiB"),
+            "{e}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(15), "{e}");
     }
 }

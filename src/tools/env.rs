@@ -265,6 +265,8 @@ pub struct SandboxEnv {
     protected: super::protected::Protected,
     /// Host unix sockets shown to the commands (`env.sockets`).
     sockets: Vec<PathBuf>,
+    /// Paths of the host shown read-only to the command (see `showing`).
+    shown: Vec<PathBuf>,
 }
 
 impl SandboxEnv {
@@ -276,6 +278,7 @@ impl SandboxEnv {
             network,
             protected: super::protected::Protected::none(),
             sockets: Vec::new(),
+            shown: Vec::new(),
         })
     }
 
@@ -284,6 +287,21 @@ impl SandboxEnv {
     #[must_use]
     pub fn exposing(mut self, sockets: Vec<PathBuf>) -> Self {
         self.sockets = sockets;
+        self
+    }
+
+    /// The same sandbox, showing the command `read_only` paths of the host,
+    /// read-only: an MCP server's own program and files, which may lie
+    /// where the sandbox shows nothing (its private `/tmp`). Of these, only
+    /// absolute paths that exist are shown, resolved; never `/` or a whole
+    /// directory the sandbox replaces or that holds the host's sockets
+    /// ([`NEVER_SHOWN`]), never a socket, never a path that is, holds or
+    /// lies in a protected one (the run's own files stay as hidden as they
+    /// were), and never one in the workspace (it is there already,
+    /// writable).
+    #[must_use]
+    pub fn showing(mut self, read_only: Vec<PathBuf>) -> Self {
+        self.shown = read_only;
         self
     }
 
@@ -391,7 +409,40 @@ fn refusal(why: &str, ws: &Path) -> Command {
     cmd
 }
 
+/// Directories [`SandboxEnv::showing`] never shows as a whole.
+pub const NEVER_SHOWN: &[&str] = &[
+    "/", "/tmp", "/var/tmp", "/run", "/var/run", "/dev", "/dev/shm", "/proc",
+];
+
 impl SandboxEnv {
+    /// The paths of `showing` to bind on `ws` (resolved): as it says there,
+    /// parents before their children, each once.
+    fn shown(&self, ws: &Path) -> Vec<PathBuf> {
+        use std::os::unix::fs::FileTypeExt;
+        let mut out: Vec<PathBuf> = Vec::new();
+        for path in self.shown.iter().filter(|p| p.is_absolute()) {
+            let Ok(real) = path.canonicalize() else {
+                continue;
+            };
+            let shows_protected = self.protected.covers(&real)
+                || self.protected.paths().iter().any(|q| q.starts_with(&real));
+            if NEVER_SHOWN.iter().any(|n| real == Path::new(n))
+                || real.starts_with(ws)
+                || shows_protected
+                || std::fs::metadata(&real).is_ok_and(|m| m.file_type().is_socket())
+            {
+                continue;
+            }
+            out.push(real);
+        }
+        out.sort();
+        out.dedup();
+        // What lies in another shown path is shown with it.
+        let all = out.clone();
+        out.retain(|p| !all.iter().any(|o| o != p && p.starts_with(o)));
+        out
+    }
+
     /// The mounts that keep the protected paths out of reach of commands
     /// in the sandbox on `ws` (resolved). Outside the workspace everything
     /// is read-only already (or, under `/tmp`, not there at all), so only
@@ -517,13 +568,6 @@ impl SandboxEnv {
                 cmd.args(["--tmpfs", dir]);
             }
         }
-        for sock in host_sockets(ws, &self.sockets) {
-            cmd.args(["--ro-bind", "/dev/null"]).arg(&sock);
-        }
-        for sock in &self.sockets {
-            // One the person named: in reach again, at its own path.
-            cmd.arg("--bind-try").arg(sock).arg(sock);
-        }
         // After the tmpfs mounts so that a workspace beneath one is visible.
         cmd.arg("--bind")
             .arg(ws)
@@ -532,6 +576,24 @@ impl SandboxEnv {
             .arg(ws)
             .args(["--unshare-pid", "--unshare-ipc", "--unshare-uts"])
             .arg("--die-with-parent");
+        // After /tmp: what `showing` lets the command see; the workspace
+        // stays writable beneath a shown ancestor of it.
+        let shown = self.shown(ws);
+        for path in &shown {
+            cmd.arg("--ro-bind").arg(path).arg(path);
+            if ws.starts_with(path) {
+                cmd.arg("--bind").arg(ws).arg(ws);
+            }
+        }
+        // After what is shown, so that a socket inside a shown directory is
+        // covered too.
+        for sock in host_sockets(ws, &self.sockets, &shown) {
+            cmd.args(["--ro-bind", "/dev/null"]).arg(&sock);
+        }
+        for sock in &self.sockets {
+            // One the person named: in reach again, at its own path.
+            cmd.arg("--bind-try").arg(sock).arg(sock);
+        }
         for cover in covers {
             let (flag, path) = match cover {
                 Cover::Pin(p) => ("--bind", p),
@@ -555,12 +617,13 @@ impl SandboxEnv {
 const SOCKET_DIRS: &[&str] = &["/run", "/var/run", "/var/tmp"];
 
 /// The unix sockets bound to a path in the agent's network namespace
-/// (`/proc/net/unix`) that lie outside the directories emptied by
-/// [`SOCKET_DIRS`] and `/tmp`, outside the workspace `ws`, are not among
-/// `shown`, and are sockets now: each is covered in the sandbox. A socket
+/// (`/proc/net/unix`) that the sandbox would show: outside the directories
+/// emptied by [`SOCKET_DIRS`] and `/tmp` or inside a `shown` path, outside
+/// the workspace `ws`, not `named` in `env.sockets`, and sockets now: each
+/// is covered in the sandbox. A socket
 /// bound in another network namespace is not listed there; the emptied
 /// directories are where such sockets live.
-fn host_sockets(ws: &Path, shown: &[PathBuf]) -> Vec<PathBuf> {
+fn host_sockets(ws: &Path, named: &[PathBuf], shown: &[PathBuf]) -> Vec<PathBuf> {
     use std::os::unix::fs::FileTypeExt;
     let Ok(table) = std::fs::read("/proc/net/unix") else {
         return Vec::new();
@@ -575,7 +638,8 @@ fn host_sockets(ws: &Path, shown: &[PathBuf]) -> Vec<PathBuf> {
         let Some(path) = socket_path(line) else {
             continue;
         };
-        if emptied(&path) || path.starts_with(ws) || shown.contains(&path) {
+        let visible = !emptied(&path) || shown.iter().any(|d| path.starts_with(d));
+        if !visible || path.starts_with(ws) || named.contains(&path) {
             continue;
         }
         // A socket that is gone cannot be covered (bubblewrap would have to
@@ -828,6 +892,7 @@ mod tests {
             network: false,
             protected,
             sockets: Vec::new(),
+            shown: Vec::new(),
         };
         assert_eq!(
             env.covers(&ws, false).unwrap(),
@@ -839,5 +904,70 @@ mod tests {
                 Cover::ReadOnly(ws.join("tinyagent.toml")),
             ]
         );
+    }
+
+    #[test]
+    fn shown_paths_exist_resolved_and_never_reveal_the_runs_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let ws = root.join("ws");
+        for d in ["ws/inner", "pkg/node_modules/m", "runs/r.wal.d", "other"] {
+            std::fs::create_dir_all(root.join(d)).unwrap();
+        }
+        for f in [
+            "pkg/node_modules/m/index.js",
+            "runs/r.wal",
+            "other/server.py",
+        ] {
+            std::fs::write(root.join(f), "x").unwrap();
+        }
+        std::os::unix::fs::symlink(root.join("other/server.py"), root.join("link.py")).unwrap();
+        let mut protected = super::super::protected::Protected::none();
+        protected.add_log(&root.join("runs/r.wal"));
+        let env = SandboxEnv {
+            bwrap: PathBuf::from("bwrap"),
+            network: false,
+            protected,
+            sockets: Vec::new(),
+            shown: Vec::new(),
+        }
+        .showing(
+            [
+                "pkg",
+                "pkg/node_modules/m/index.js",
+                "link.py",
+                "missing.js",
+                "ws/inner",
+                "runs",
+                "runs/r.wal.d",
+            ]
+            .iter()
+            .map(|p| root.join(p))
+            .chain(["/", "/tmp", "relative/path"].map(PathBuf::from))
+            .collect(),
+        );
+        assert_eq!(
+            env.shown(&ws),
+            vec![root.join("other/server.py"), root.join("pkg")]
+        );
+        // A directory holding the log is not shown at all.
+        let holds = env.clone().showing(vec![root.clone()]);
+        assert!(holds.shown(&ws).is_empty());
+        // A shown ancestor of the workspace leaves the workspace writable.
+        let mut env = env.showing(vec![root.join("pkg")]);
+        env.protected = super::super::protected::Protected::none();
+        let args: Vec<String> = env
+            .bwrap_command("true", &root.join("pkg/node_modules"), &[])
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let line = args.join(" ");
+        let pkg = root.join("pkg").display().to_string();
+        let ws = root.join("pkg/node_modules").display().to_string();
+        assert!(
+            line.contains(&format!("--ro-bind {pkg} {pkg} --bind {ws} {ws}")),
+            "{line}"
+        );
+        assert!(line.find("--tmpfs /tmp").unwrap() < line.find(&pkg).unwrap());
     }
 }

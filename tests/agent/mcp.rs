@@ -894,3 +894,309 @@ fn in_the_sandbox_the_servers_run_confined_like_every_command() {
     );
     assert!(!sb.wal().exists());
 }
+
+/// A hostile MCP server: a python3 script that completes `initialize` and
+/// `tools/list` (tools `answer` and `ping`) and answers `ping` with `pong`,
+/// but answers `answer` according to `mode`: `silent` never answers it,
+/// `huge` answers it, after a second, with one 40 MB line.
+fn hostile_server(sb: &Sandbox) -> PathBuf {
+    let script = sb.path("hostile_mcp.py");
+    std::fs::write(
+        &script,
+        r#"import json, sys, time
+mode = sys.argv[1]
+def send(msg):
+    sys.stdout.write(json.dumps(msg) + "\n")
+    sys.stdout.flush()
+tool = lambda name: {"name": name, "description": name + " the hostile way",
+                     "inputSchema": {"type": "object"}}
+while True:
+    line = sys.stdin.readline()
+    if not line:
+        break
+    msg = json.loads(line)
+    mid, method = msg.get("id"), msg.get("method")
+    if mid is None:
+        continue
+    reply = lambda result: send({"jsonrpc": "2.0", "id": mid, "result": result})
+    if method == "initialize":
+        reply({"protocolVersion": msg["params"]["protocolVersion"],
+               "capabilities": {"tools": {}},
+               "serverInfo": {"name": "hostile", "version": "1"}})
+    elif method == "tools/list":
+        reply({"tools": [tool("answer"), tool("ping")]})
+    elif method == "tools/call" and msg["params"]["name"] == "ping":
+        reply({"content": [{"type": "text", "text": "pong"}]})
+    elif method == "tools/call" and mode == "silent":
+        pass
+    elif method == "tools/call" and mode == "huge":
+        time.sleep(1)
+        reply({"content": [{"type": "text", "text": "x" * 40_000_000}]})
+    else:
+        reply({})
+"#,
+    )
+    .unwrap();
+    script
+}
+
+fn hostile_toml(sb: &Sandbox, mode: &str, extra: &str) -> String {
+    format!(
+        "[mcp.servers.bad]\ncommand = \"python3\"\nargs = [{}, \"{mode}\"]\n\
+         env = {{ MCP_TEST_MARKER = {} }}\n{extra}",
+        toml_str(&hostile_server(sb).display().to_string()),
+        toml_str(&marker(sb)),
+    )
+}
+
+fn content(recs: &[Rec], call_id: &str) -> String {
+    let r = result(recs, call_id);
+    r["content"].as_str().unwrap_or_default().to_string()
+}
+
+#[test]
+fn a_call_the_server_never_answers_times_out_and_the_run_goes_on() {
+    let sb = Sandbox::new();
+    let server = MockServer::start(vec![
+        MockReply::tool_call("bad__answer", json!({})).with_ids(&["t1"]),
+        MockReply::tool_call("bad__ping", json!({})).with_ids(&["t2"]),
+        MockReply::tool_call("bad__answer", json!({})).with_ids(&["t3"]),
+        MockReply::tool_call("bad__ping", json!({})).with_ids(&["t4"]),
+        MockReply::text("done"),
+    ]);
+    let started = Instant::now();
+    let mut cmd = sb.run_cmd_cfg(
+        &server.base_url(),
+        "ask the hostile server",
+        &hostile_toml(&sb, "silent", "timeout_s = 2\n"),
+    );
+    cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let status = wait(&mut child, Duration::from_secs(90));
+    let took = started.elapsed();
+    assert_eq!(status.code(), Some(0), "the run did not end well");
+    // Two calls waited their 2 s each, and nothing waited much longer.
+    assert!(took >= Duration::from_secs(4), "{took:?}");
+    assert!(took < Duration::from_secs(60), "{took:?}");
+    let recs = log(&sb);
+
+    // The first silence: an error result naming the timeout; the server
+    // is stopped and started again for the next call, which it answers.
+    assert_eq!(result(&recs, "t1")["is_error"], true);
+    let t1 = content(&recs, "t1");
+    assert!(t1.contains("timed out after 2 s"), "{t1}");
+    assert!(t1.contains("mcp.servers.bad.timeout_s"), "{t1}");
+    assert!(t1.contains("started again for the next call"), "{t1}");
+    assert_eq!(sent_result(&server, "t1"), t1);
+    assert_eq!(result(&recs, "t2")["is_error"], false);
+    assert_eq!(content(&recs, "t2"), "pong");
+
+    // The second: the server has had its one restart, so it is marked
+    // failed and the next call is an error at once.
+    assert_eq!(result(&recs, "t3")["is_error"], true);
+    let t3 = content(&recs, "t3");
+    assert!(t3.contains("timed out after 2 s"), "{t3}");
+    assert!(t3.contains("not started again"), "{t3}");
+    assert_eq!(result(&recs, "t4")["is_error"], true);
+    let t4 = content(&recs, "t4");
+    assert!(
+        t4.contains("no answer within 2 s") && t4.contains("not started again in this run"),
+        "{t4}"
+    );
+
+    assert_eq!(server.request_count(), 5);
+    assert_eq!(recs.last().unwrap().kind, "run.finished");
+    assert_eq!(recs.last().unwrap().data["status"], "completed");
+    assert_no_server_left(&marker(&sb), "after the run");
+}
+
+/// `VmHWM` (peak resident memory) of a live process, in bytes.
+fn peak_rss(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+#[test]
+fn a_reply_over_16_mib_is_refused_with_memory_bounded_and_the_run_goes_on() {
+    let sb = Sandbox::new();
+    let server = MockServer::start(vec![
+        MockReply::tool_call("bad__answer", json!({})).with_ids(&["h1"]),
+        MockReply::tool_call("bad__ping", json!({})).with_ids(&["h2"]),
+        MockReply::text("done"),
+    ]);
+    let started = Instant::now();
+    let mut cmd = sb.run_cmd_cfg(
+        &server.base_url(),
+        "ask the hostile server",
+        &hostile_toml(&sb, "huge", ""),
+    );
+    cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let pid = child.id();
+    // The server answers a second after the call reaches it: the peak
+    // before that is the agent's own.
+    wait_started(&sb, "h1");
+    let before = peak_rss(pid).expect("the agent runs");
+    let mut peak = before;
+    let status = loop {
+        if let Some(p) = peak_rss(pid) {
+            peak = peak.max(p);
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(90),
+            "the agent did not finish"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert_eq!(status.code(), Some(0), "the run did not end well");
+    // Long before the 120 s timeout: the refusal ended the call.
+    assert!(started.elapsed() < Duration::from_secs(60));
+    // At most one message's worth (16 MiB) and some slack was taken for
+    // the 40 MB line; holding it whole would take 40 MB at least.
+    let grew = peak.saturating_sub(before);
+    assert!(
+        grew < 28 * 1024 * 1024,
+        "the agent's peak memory grew by {grew} bytes (from {before}) for a 40 MB reply"
+    );
+
+    let recs = log(&sb);
+    assert_eq!(result(&recs, "h1")["is_error"], true);
+    let h1 = content(&recs, "h1");
+    assert!(h1.contains("exceeded 16 MiB"), "{h1}");
+    assert!(h1.contains("started again for the next call"), "{h1}");
+    assert!(h1.len() < 2000, "{} bytes", h1.len());
+    assert_eq!(sent_result(&server, "h1"), h1);
+    assert_eq!(result(&recs, "h2")["is_error"], false);
+    assert_eq!(content(&recs, "h2"), "pong");
+    assert_eq!(recs.last().unwrap().data["status"], "completed");
+    assert_no_server_left(&marker(&sb), "after the run");
+}
+
+/// Found on a clone under /tmp: the sandbox's private /tmp hid the servers'
+/// own files. Here the three packages are copied where `.ci/run` installs
+/// them in such a clone (`/tmp/…/target/mcp/node_modules`), and each server
+/// is started from the copy in the sandbox, directly or through `sh -c`:
+/// every one runs and sees its files, read-only.
+#[test]
+fn in_the_sandbox_a_server_kept_under_tmp_sees_its_own_files_read_only() {
+    let test = "in_the_sandbox_a_server_kept_under_tmp_sees_its_own_files_read_only";
+    let Some(s) = servers(test) else {
+        return;
+    };
+    let sb = Sandbox::new();
+    if require(
+        "bwrap",
+        test,
+        crate::support::require::bwrap(&sb.ws(), false),
+    )
+    .is_none()
+    {
+        return;
+    }
+    // <prefix>/node_modules/@modelcontextprotocol/<server>/dist/index.js
+    let modules = s[0].ancestors().nth(4).unwrap();
+    assert!(modules.ends_with("node_modules"), "{}", modules.display());
+    let clone = tempfile::tempdir_in("/tmp").unwrap();
+    let mcp = clone.path().join("target/mcp");
+    std::fs::create_dir_all(&mcp).unwrap();
+    let copied = Command::new("cp")
+        .arg("-a")
+        .arg(modules)
+        .arg(&mcp)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let copy = |p: &PathBuf| {
+        mcp.join("node_modules")
+            .join(p.strip_prefix(modules).unwrap())
+    };
+    let (fs, mem, every) = (copy(&s[0]), copy(&s[1]), copy(&s[2]));
+    assert!(fs.starts_with("/tmp") && fs.is_file());
+    // The filesystem server's own package directory, which it is also
+    // given as an allowed directory: shown to it, but not writable.
+    let pkg = fs.parent().unwrap().parent().unwrap().to_path_buf();
+    let planted = pkg.join("planted.txt");
+    let inside = sb.ws().join("inside.txt");
+    let memory = sb.ws().join("memory.jsonl");
+    let m = toml_str(&marker(&sb));
+    let toml = format!(
+        "[env]\nkind = \"sandbox\"\n\
+         [mcp.servers.fs]\ncommand = \"node\"\nargs = [{}, {}, {}]\nenv = {{ MCP_TEST_MARKER = {m} }}\n\
+         [mcp.servers.mem]\ncommand = \"sh\"\nargs = [\"-c\", {}]\n\
+         env = {{ MCP_TEST_MARKER = {m}, MEMORY_FILE_PATH = {} }}\n\
+         [mcp.servers.every]\ncommand = \"node\"\nargs = [{}, \"stdio\"]\n\
+         env = {{ MCP_TEST_MARKER = {m} }}\n",
+        toml_str(&fs.display().to_string()),
+        toml_str(&sb.ws().display().to_string()),
+        toml_str(&pkg.display().to_string()),
+        toml_str(&format!("node '{}'; true", mem.display())),
+        toml_str(&memory.display().to_string()),
+        toml_str(&every.display().to_string()),
+    );
+    let server = MockServer::start(vec![
+        MockReply::tool_call(
+            "fs__write_file",
+            json!({"path": inside.display().to_string(), "content": "from the sandbox\n"}),
+        )
+        .with_ids(&["w1"]),
+        MockReply::tool_call(
+            "fs__list_directory",
+            json!({"path": pkg.display().to_string()}),
+        )
+        .with_ids(&["l1"]),
+        MockReply::tool_call(
+            "fs__write_file",
+            json!({"path": planted.display().to_string(), "content": "planted\n"}),
+        )
+        .with_ids(&["w2"]),
+        MockReply::tool_call(
+            "mem__create_entities",
+            json!({"entities": [{"name": "x", "entityType": "y", "observations": ["z"]}]}),
+        )
+        .with_ids(&["m1"]),
+        MockReply::tool_call("every__echo", json!({"message": "from under /tmp"}))
+            .with_ids(&["e1"]),
+        MockReply::text("done"),
+    ]);
+    run_ok(&sb, &server, &toml);
+    let recs = log(&sb);
+    for id in ["w1", "l1", "m1", "e1"] {
+        assert_eq!(
+            result(&recs, id)["is_error"],
+            false,
+            "{id}: {}",
+            result(&recs, id)
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(&inside).unwrap(),
+        "from the sandbox\n"
+    );
+    // It sees its own package...
+    let listing = content(&recs, "l1");
+    assert!(listing.contains("package.json"), "{listing}");
+    assert!(listing.contains("dist"), "{listing}");
+    // ... read-only.
+    let w2 = result(&recs, "w2");
+    assert_eq!(w2["is_error"], true, "{w2}");
+    assert!(
+        content(&recs, "w2").contains("read-only file system"),
+        "{w2}"
+    );
+    assert!(
+        !planted.exists(),
+        "a sandboxed server wrote into its package"
+    );
+    assert!(
+        memory.is_file(),
+        "the memory server did not write its graph"
+    );
+    assert!(content(&recs, "e1").contains("from under /tmp"));
+    assert_eq!(recs.last().unwrap().data["status"], "completed");
+    assert_no_server_left(&marker(&sb), "after the sandboxed run");
+}
