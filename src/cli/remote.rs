@@ -230,17 +230,34 @@ fn is_empty_dir(dir: &Path) -> Result<bool, CliError> {
     Ok(it.next().is_none())
 }
 
-/// `resume s3://bucket/prefix/<run_id>`, the part before the run goes on:
-/// the run's log and checkpoint files fetched and checked, the workspace
-/// (`--cwd`, else the current directory) found empty or equal to the last
-/// checkpoint, the run taken over, then the log put where `run` keeps logs
-/// (`$TINYAGENT_HOME/runs/<run_id>.wal`) and the workspace restored. A
-/// refusal (exit 2) or a writer that took the run first (exit 1) leaves
-/// nothing behind.
+/// A run fetched from a bucket into a staging directory beside where `run`
+/// keeps logs, checked, not yet taken over: nothing of it is in place and
+/// the bucket is as it was. Dropped, it leaves nothing behind.
+pub struct Staged {
+    staging: tempfile::TempDir,
+    staged: PathBuf,
+    run_id: String,
+    /// Where the log goes once the run is taken over.
+    pub wal: PathBuf,
+    pub workspace: PathBuf,
+    /// The run's first record, as the fetched log holds it.
+    pub run: crate::event::RunStarted,
+    tree: Option<String>,
+    settings: Settings,
+    bucket: crate::replicate::bucket::Bucket,
+    fetched: fetch::Fetched,
+}
+
+/// `resume s3://bucket/prefix/<run_id>`, its first part: the run's log and
+/// checkpoint files fetched into a staging directory and checked, the
+/// workspace (`--cwd`, else the current directory) found empty or equal to
+/// the last checkpoint. Nothing is taken over and nothing put in place:
+/// the resume checks its config and tool set against the staged run before
+/// [`Staged::take_over`]. A refusal (exit 2) leaves nothing behind.
 ///
 /// # Errors
 /// As described.
-pub fn fetch_for_resume(args: &ResumeArgs, spec: &str) -> Result<Fetched, CliError> {
+pub fn stage_for_resume(args: &ResumeArgs, spec: &str) -> Result<Staged, CliError> {
     let (url, run_id) = fetch::parse_run_url(spec).map_err(CliError::refused)?;
     let local = Config::load(args.config.as_deref())?;
     let settings = Settings::resolve(
@@ -309,53 +326,96 @@ pub fn fetch_for_resume(args: &ResumeArgs, spec: &str) -> Result<Fetched, CliErr
             )));
         }
     }
-    let sc = Sidecar {
-        url: settings.url.to_string(),
-        mode: mode_name(settings.mode).into(),
-        workspace: Some(workspace.display().to_string()),
-    };
-    write_sidecar(&staged, &run_id, &sc)?;
-    let taken = fetch::take_over(bucket, settings, &fetched, &crate::replicate::writer_id())
-        .map_err(from_fetch)?;
-    // The log's time is its last record's (what a resume says about when
-    // the run stopped).
-    if let Some(t) = last_ts(&staged)
-        && let Ok(f) = std::fs::File::options().write(true).open(&staged)
-    {
-        let _ = f.set_modified(t);
-        let _ = f.sync_all();
-    }
-    let io =
-        |e: std::io::Error| CliError::new(1, format!("moving the fetched run into place: {e}"));
-    std::fs::rename(super::run::process_dir(&staged), &wal_d).map_err(io)?;
-    std::fs::rename(&staged, &wal).map_err(io)?;
-    tinyagent_store::fsutil::sync_parent_dir(&wal).map_err(io)?;
-    drop(staging);
-    if let Some(tree) = &tree {
-        let mut protected = crate::tools::protected::Protected::none();
-        protected.add_log(&wal);
-        crate::checkpoint::restore::restore(
-            &crate::checkpoint::store_dir(&wal),
-            &workspace,
-            tree,
-            &protected,
-        )
-        .map_err(|e| CliError::new(1, format!("restoring {}: {e}", workspace.display())))?;
-    }
-    super::say(&format!(
-        "fetched run {run_id} from {} ({} bytes of log, {} checkpoint files) into {}; the \
-         workspace is {}",
-        taken.settings.url,
-        taken.manifest.log_len,
-        fetched.files.len(),
-        wal.display(),
-        workspace.display()
-    ));
-    Ok(Fetched {
+    let run = loaded.state.run.clone().ok_or_else(|| {
+        CliError::refused(format!(
+            "{}/{run_id}: the fetched log holds no run.started record",
+            settings.url
+        ))
+    })?;
+    Ok(Staged {
+        staging,
+        staged,
+        run_id,
         wal,
         workspace,
-        taken,
+        run,
+        tree,
+        settings,
+        bucket,
+        fetched,
     })
+}
+
+impl Staged {
+    /// The second part, once every check has passed: the run taken over in
+    /// the bucket, then the log put where `run` keeps logs
+    /// (`$TINYAGENT_HOME/runs/<run_id>.wal`) and the workspace restored. A
+    /// writer that took the run first (exit 1) leaves nothing behind.
+    ///
+    /// # Errors
+    /// As described.
+    pub fn take_over(self) -> Result<Fetched, CliError> {
+        let Staged {
+            staging,
+            staged,
+            run_id,
+            wal,
+            workspace,
+            run: _,
+            tree,
+            settings,
+            bucket,
+            fetched,
+        } = self;
+        let wal_d = super::run::process_dir(&wal);
+        let sc = Sidecar {
+            url: settings.url.to_string(),
+            mode: mode_name(settings.mode).into(),
+            workspace: Some(workspace.display().to_string()),
+        };
+        write_sidecar(&staged, &run_id, &sc)?;
+        let taken = fetch::take_over(bucket, settings, &fetched, &crate::replicate::writer_id())
+            .map_err(from_fetch)?;
+        // The log's time is its last record's (what a resume says about when
+        // the run stopped).
+        if let Some(t) = last_ts(&staged)
+            && let Ok(f) = std::fs::File::options().write(true).open(&staged)
+        {
+            let _ = f.set_modified(t);
+            let _ = f.sync_all();
+        }
+        let io =
+            |e: std::io::Error| CliError::new(1, format!("moving the fetched run into place: {e}"));
+        std::fs::rename(super::run::process_dir(&staged), &wal_d).map_err(io)?;
+        std::fs::rename(&staged, &wal).map_err(io)?;
+        tinyagent_store::fsutil::sync_parent_dir(&wal).map_err(io)?;
+        drop(staging);
+        if let Some(tree) = &tree {
+            let mut protected = crate::tools::protected::Protected::none();
+            protected.add_log(&wal);
+            crate::checkpoint::restore::restore(
+                &crate::checkpoint::store_dir(&wal),
+                &workspace,
+                tree,
+                &protected,
+            )
+            .map_err(|e| CliError::new(1, format!("restoring {}: {e}", workspace.display())))?;
+        }
+        super::say(&format!(
+            "fetched run {run_id} from {} ({} bytes of log, {} checkpoint files) into {}; the \
+             workspace is {}",
+            taken.settings.url,
+            taken.manifest.log_len,
+            fetched.files.len(),
+            wal.display(),
+            workspace.display()
+        ));
+        Ok(Fetched {
+            wal,
+            workspace,
+            taken,
+        })
+    }
 }
 
 /// One run in a bucket, for `sessions s3://…`.

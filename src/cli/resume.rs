@@ -556,6 +556,42 @@ fn report_open(out: &Output, report: &OpenReport) {
     }
 }
 
+/// The checks a resume makes of a run, made of one fetched from a bucket
+/// before it is taken over: whether it may be resumed here (a chat's log
+/// needs a terminal), its config with the local one (hooks, environment,
+/// endpoint, key variable), and its tool set with the local MCP servers. A
+/// refusal leaves the bucket and this machine as they were.
+fn check_staged(
+    staged: &super::remote::Staged,
+    args: &ResumeArgs,
+    chat: bool,
+) -> Result<(), CliError> {
+    let mut first = staged.run.clone();
+    first.settings.cwd = staged.workspace.display().to_string();
+    if chat && !first.settings.chat {
+        return Err(CliError::refused(format!(
+            "{}: not a chat's log; continue it with `tinyagent resume`",
+            args.log().display()
+        )));
+    }
+    if first.settings.chat {
+        super::chat::need_terminal("resuming a chat")?;
+    }
+    let local = Config::load(args.config.as_deref())?;
+    let unplaced = ResumeArgs {
+        session: super::args::SessionFlags {
+            cwd: None,
+            ..args.session.clone()
+        },
+        ..args.clone()
+    };
+    let config = config_for(&first, &unplaced)?;
+    let protected = super::run::protected_for(&staged.wal, args.config.as_deref(), &config);
+    let mcp = super::run::start_mcp(&local.mcp, &config, &protected)?;
+    tools_for(&first, &mcp)?;
+    Ok(())
+}
+
 /// `tinyagent resume`.
 pub async fn resume(args: &ResumeArgs) -> Result<i32, CliError> {
     resume_chat(args, false).await
@@ -573,7 +609,9 @@ pub async fn resume_chat(args: &ResumeArgs, chat: bool) -> Result<i32, CliError>
     let (fetched, local_args);
     let args = if is_bucket(args.log()) {
         let spec = args.log().to_string_lossy().to_string();
-        let f = super::remote::fetch_for_resume(args, &spec)?;
+        let staged = super::remote::stage_for_resume(args, &spec)?;
+        check_staged(&staged, args, chat)?;
+        let f = staged.take_over()?;
         local_args = ResumeArgs {
             path: Some(f.wal.clone()),
             session: super::args::SessionFlags {

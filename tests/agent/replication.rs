@@ -772,3 +772,63 @@ fn replication_settings_of_another_run_copied_beside_a_log_are_refused() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(bucket_log(w, &url, &b), std::fs::read(three.wal()).unwrap());
 }
+
+/// A resume from the bucket that the local config refuses (the run was
+/// written with a hook this machine does not configure) is refused before
+/// the run is taken over: the bucket's manifest (writer, epoch) is as it
+/// was, no log or staging directory is left under $TINYAGENT_HOME, and the
+/// workspace is untouched. The same resume with the hook configured goes
+/// on (the refusal was the config's, not the bucket's).
+#[test]
+fn a_resume_from_the_bucket_the_local_config_refuses_takes_nothing_over() {
+    let Some(w) = weed("a_resume_from_the_bucket_the_local_config_refuses_takes_nothing_over")
+    else {
+        return;
+    };
+    let url = format!("{}/runs", w.bucket("refused-resume"));
+    let server = MockServer::start(vec![long_call("30"), MockReply::text("done")]);
+    let hooked = "[hooks]\npre_tool = \"true\"\n";
+    let one = Sandbox::new();
+    let id = stop_in_long_call(&one, run_cmd(&one, w, &server.base_url(), &url, hooked));
+    let bucket = client(w, &url);
+    let (before, _) = tinyagent::replicate::fetch::manifest(&bucket, &id)
+        .unwrap_or_else(|e| panic!("manifest: {}", e.message));
+    let two = Sandbox::new();
+    std::fs::write(two.ws().join("mine.txt"), "the person's\n").unwrap();
+    std::fs::remove_file(two.ws().join("mine.txt")).unwrap();
+    let run_url = format!("{url}/{id}");
+    let out = output(resume_cmd(&two, w, &run_url, ""));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("hooks.pre_tool"),
+        "the refusal names the hook: {}",
+        stderr(&out)
+    );
+    let (after, _) = tinyagent::replicate::fetch::manifest(&bucket, &id)
+        .unwrap_or_else(|e| panic!("manifest: {}", e.message));
+    assert_eq!(
+        (&after.writer, after.epoch),
+        (&before.writer, before.epoch),
+        "a refused resume took the run over"
+    );
+    let runs = two.home().join("runs");
+    let left: Vec<_> = std::fs::read_dir(&runs)
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(
+        left.is_empty(),
+        "a refused resume left {left:?} in {}",
+        runs.display()
+    );
+    assert_eq!(
+        std::fs::read_dir(two.ws()).unwrap().count(),
+        0,
+        "a refused resume wrote into the workspace"
+    );
+    // With the hook configured the same resume goes on.
+    let out = output(resume_cmd(&two, w, &run_url, hooked));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let (taken, _) = tinyagent::replicate::fetch::manifest(&bucket, &id)
+        .unwrap_or_else(|e| panic!("manifest: {}", e.message));
+    assert_eq!(taken.epoch, before.epoch + 1);
+}
