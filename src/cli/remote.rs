@@ -235,7 +235,8 @@ fn is_empty_dir(dir: &Path) -> Result<bool, CliError> {
 /// the bucket is as it was. Dropped, it leaves nothing behind.
 pub struct Staged {
     staging: tempfile::TempDir,
-    staged: PathBuf,
+    /// The fetched log, in the staging directory.
+    log: PathBuf,
     run_id: String,
     /// Where the log goes once the run is taken over.
     pub wal: PathBuf,
@@ -334,7 +335,7 @@ pub fn stage_for_resume(args: &ResumeArgs, spec: &str) -> Result<Staged, CliErro
     })?;
     Ok(Staged {
         staging,
-        staged,
+        log: staged,
         run_id,
         wal,
         workspace,
@@ -357,7 +358,7 @@ impl Staged {
     pub fn take_over(self) -> Result<Fetched, CliError> {
         let Staged {
             staging,
-            staged,
+            log: staged,
             run_id,
             wal,
             workspace,
