@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use tinyagent::bench::run::SyntheticRun;
 use tinyagent::bench::summarize;
 use tinyagent::checkpoint::Checkpointer;
-use tinyagent::tools::protected::Protected;
+use tinyagent::exec::protected::Protected;
 
 struct Sizes {
     dirs: usize,
@@ -272,7 +272,7 @@ fn fork_time(c: &mut Criterion, sizes: &Sizes, root: &Path) {
                 output: Some(out.clone()),
                 restore: false,
             };
-            tinyagent::cli::fork::make_fork(&args).expect("fork");
+            tinyagent::launch::fork::make_fork(&args).expect("fork");
             let _ = std::fs::remove_file(&out);
             let mut d = out.into_os_string();
             d.push(".d");

@@ -144,8 +144,8 @@ fn the_scanner_sees_paths_and_groups() {
         ["kinds", "text"]
     );
     assert_eq!(
-        names("let x = crate::tools::host::detach(&mut c);"),
-        ["tools"]
+        names("let x = crate::exec::host::detach(&mut c);"),
+        ["exec"]
     );
 }
 

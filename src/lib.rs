@@ -72,7 +72,9 @@ pub mod checkpoint;
 pub mod cli;
 pub mod config;
 pub mod event;
+pub mod exec;
 pub mod kinds;
+pub mod launch;
 #[cfg(test)]
 mod layering;
 pub mod mcp;

@@ -9,9 +9,9 @@ use crate::event::{
     CallProcess, Event, HookBlocked, HookRun, PlanItem, PlanUpdated, ToolCall, ToolResult,
     ToolStarted,
 };
+use crate::exec::group::{Launch, ProcessGroup};
 use crate::session::plan;
 use crate::store::Store;
-use crate::tools::group::{Launch, ProcessGroup};
 use crate::tools::{ToolContext, ToolOutcome};
 use nix::sys::signal::Signal;
 use serde_json::json;
@@ -260,7 +260,7 @@ impl Agent {
                             env,
                             processes,
                             plan: plan.as_ref(),
-                            launch: &crate::tools::group::Unrecorded,
+                            launch: &crate::exec::group::Unrecorded,
                             protected,
                         };
                         loop {

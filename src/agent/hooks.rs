@@ -12,8 +12,8 @@
 //! post) text is a failure; the run's `hooks.on_failure` says what a failure
 //! means for a pre hook: `block` (the default) or `allow`.
 
+use crate::exec::host::kill_group;
 use crate::text::cut_chars;
-use crate::tools::host::kill_group;
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::process::{Child, Command, Stdio};
@@ -56,11 +56,11 @@ pub fn run_hook(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     // A session of its own: no controlling terminal, no descriptor of ours.
-    crate::tools::host::detach(&mut cmd);
+    crate::exec::host::detach(&mut cmd);
     // A hook is a child of the agent like any tool: no key in its
     // environment, so none in what a post hook prints (which is logged).
-    crate::tools::env::scrub_keys(&mut cmd);
-    crate::tools::group::die_with_agent(&mut cmd);
+    crate::exec::env::scrub_keys(&mut cmd);
+    crate::exec::group::die_with_agent(&mut cmd);
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
@@ -87,7 +87,7 @@ pub fn run_hook(
             Ok(None) if let Some(sig) = crate::signals::received() => {
                 // The run is being stopped: the hook goes with it.
                 let seen = crate::signals::count();
-                crate::tools::group::stop(
+                crate::exec::group::stop(
                     child.id(),
                     sig,
                     crate::signals::GRACE,

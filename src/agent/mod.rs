@@ -23,11 +23,12 @@ use crate::event::{
     ChatWaiting, Event, HookRun, Message, ModelResponse, ProcessExited, RunFinished, RunStatus,
     StepSaved, ToolCall, ToolResult, Usage, UserMessage,
 };
+use crate::exec::ExecEnv;
 use crate::model::Provider;
 use crate::report::Output;
 use crate::session::State;
 use crate::store::{Store, StoreError};
-use crate::tools::{ExecEnv, ProcessTable, ToolSet};
+use crate::tools::{ProcessTable, ToolSet};
 use nix::sys::signal::Signal;
 use serde_json::json;
 
@@ -46,11 +47,12 @@ pub enum AgentError {
 }
 
 impl AgentError {
-    pub fn exit_code(&self) -> i32 {
+    /// Whether the run was refused (its input's fault) rather than failed.
+    pub fn is_refusal(&self) -> bool {
         match self {
-            AgentError::Store(e) => e.exit_code(),
-            AgentError::Model { .. } => 1,
-            AgentError::Refused(_) => 2,
+            AgentError::Store(e) => e.is_refusal(),
+            AgentError::Model { .. } => false,
+            AgentError::Refused(_) => true,
         }
     }
 }
@@ -76,7 +78,7 @@ struct PreHook {
 pub struct AgentParts {
     pub config: RunConfig,
     /// The run's own files (log, config, hooks), out of every tool's reach.
-    pub protected: crate::tools::protected::Protected,
+    pub protected: crate::exec::protected::Protected,
     pub store: Store,
     pub tools: ToolSet,
     pub provider: Provider,
@@ -93,7 +95,7 @@ pub struct Agent {
     after_sync: Vec<(u64, String, serde_json::Value)>,
     /// The hook files as checked at start (see [`hook_calls::HookFiles`]).
     hook_files: hook_calls::HookFiles,
-    protected: crate::tools::protected::Protected,
+    protected: crate::exec::protected::Protected,
     store: Store,
     tools: ToolSet,
     provider: Provider,

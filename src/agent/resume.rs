@@ -7,8 +7,8 @@
 
 use super::{Agent, AgentError};
 use crate::event::{Event, Limits, Resume, StoppedProcess, ToolCall, ToolResult};
+use crate::exec::group::{self, ProcessGroup};
 use crate::session::{ProcessInfo, plan};
-use crate::tools::group::{self, ProcessGroup};
 use serde_json::json;
 
 /// What the caller knows about the stop, for the notice.
@@ -40,7 +40,7 @@ pub struct StopInfo {
 /// once it is set up, still before anything is sent to the model.
 pub fn stop_leftovers(
     state: &crate::session::State,
-    env: Option<&dyn crate::tools::ExecEnv>,
+    env: Option<&dyn crate::exec::ExecEnv>,
 ) -> Vec<StoppedProcess> {
     let mut stopped = Vec::new();
     for call in &state.pending {
@@ -83,8 +83,8 @@ pub fn stop_leftovers(
 /// the container environment resumed in another one).
 pub fn recorded_container(
     state: &crate::session::State,
-) -> Option<crate::tools::container::Container> {
-    use crate::tools::container::{Container, ContainerState, find_engine};
+) -> Option<crate::exec::container::Container> {
+    use crate::exec::container::{Container, ContainerState, find_engine};
     let settings = &state.run.as_ref()?.settings;
     let name = settings.container.clone()?;
     let (engine, binary) = find_engine(settings.engine).ok()?;
@@ -94,10 +94,10 @@ pub fn recorded_container(
 }
 
 /// Is `pid` still the process that was recorded (same start time, not a
-/// zombie)? The host's view; [`crate::tools::ExecEnv::process_alive`] is the
+/// zombie)? The host's view; [`crate::exec::ExecEnv::process_alive`] is the
 /// environment's.
 pub fn process_alive(info: &ProcessInfo) -> bool {
-    crate::tools::host::host_process_alive(info.pid, info.start_time)
+    crate::exec::host::host_process_alive(info.pid, info.start_time)
 }
 
 impl Agent {

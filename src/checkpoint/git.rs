@@ -91,8 +91,8 @@ impl Git {
         let mut cmd = Command::new(git_program());
         // A git left running by a killed agent could hold the index lock
         // or write behind the back of the next process.
-        crate::tools::group::die_with_agent(&mut cmd);
-        crate::tools::host::detach(&mut cmd);
+        crate::exec::group::die_with_agent(&mut cmd);
+        crate::exec::host::detach(&mut cmd);
         for (k, _) in std::env::vars_os() {
             if k.as_encoded_bytes().starts_with(b"GIT_") {
                 cmd.env_remove(k);

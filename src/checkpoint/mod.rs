@@ -111,7 +111,7 @@ pub struct Checkpointer {
     git: Git,
     workspace: PathBuf,
     /// Absolute paths never stored (the run's own files).
-    protected: crate::tools::protected::Protected,
+    protected: crate::exec::protected::Protected,
     max_file: u64,
     oversized_cache: HashMap<Vec<u8>, (StatKey, String)>,
     /// The index and the store's object ids, loaded on first use.
@@ -172,7 +172,7 @@ impl Checkpointer {
     pub fn new(
         wal: &Path,
         workspace: &Path,
-        protected: crate::tools::protected::Protected,
+        protected: crate::exec::protected::Protected,
     ) -> Checkpointer {
         Checkpointer::for_store(&store_dir(wal), workspace, protected)
     }
@@ -181,7 +181,7 @@ impl Checkpointer {
     pub fn for_store(
         git_dir: &Path,
         workspace: &Path,
-        protected: crate::tools::protected::Protected,
+        protected: crate::exec::protected::Protected,
     ) -> Checkpointer {
         Checkpointer {
             git: Git {
@@ -246,7 +246,7 @@ impl Checkpointer {
     /// cover (`None`: the whole tree), and how they were found (for the
     /// record; `None` when the watch is off).
     fn walk_for_checkpoint(&mut self, indexed: &index::Dir) -> Looked {
-        let full = |ws: &Path, p: &crate::tools::protected::Protected, w: Option<&watch::Watch>| {
+        let full = |ws: &Path, p: &crate::exec::protected::Protected, w: Option<&watch::Watch>| {
             walk_scoped(ws, p, None, w)
         };
         match std::mem::replace(&mut self.watch, WatchMode::Off) {
@@ -752,7 +752,7 @@ fn libc_flags() -> i32 {
 /// run's own files, links not followed.
 fn walker(
     workspace: &Path,
-    protected: &crate::tools::protected::Protected,
+    protected: &crate::exec::protected::Protected,
     scope: Option<std::sync::Arc<watch::Scope>>,
 ) -> ignore::WalkBuilder {
     let protected = protected.clone();
@@ -780,7 +780,7 @@ fn walker(
 
 /// Relative paths (bytes) of the files and symlinks to store, in no
 /// particular order (at most [`MAX_FILES`]).
-pub fn walk(workspace: &Path, protected: &crate::tools::protected::Protected) -> Vec<Vec<u8>> {
+pub fn walk(workspace: &Path, protected: &crate::exec::protected::Protected) -> Vec<Vec<u8>> {
     walk_with_stat(workspace, protected)
         .into_iter()
         .map(|(p, _)| p)
@@ -792,7 +792,7 @@ pub fn walk(workspace: &Path, protected: &crate::tools::protected::Protected) ->
 /// tree).
 pub fn walk_with_stat(
     workspace: &Path,
-    protected: &crate::tools::protected::Protected,
+    protected: &crate::exec::protected::Protected,
 ) -> Vec<(Vec<u8>, std::fs::Metadata)> {
     walk_scoped(workspace, protected, None, None)
 }
@@ -802,7 +802,7 @@ pub fn walk_with_stat(
 /// the scope) before that directory is read.
 fn walk_scoped(
     workspace: &Path,
-    protected: &crate::tools::protected::Protected,
+    protected: &crate::exec::protected::Protected,
     scope: Option<&watch::Scope>,
     watch: Option<&watch::Watch>,
 ) -> Vec<(Vec<u8>, std::fs::Metadata)> {

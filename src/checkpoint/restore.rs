@@ -94,7 +94,7 @@ pub fn restore(
     git_dir: &Path,
     workspace: &Path,
     tree: &str,
-    protected: &crate::tools::protected::Protected,
+    protected: &crate::exec::protected::Protected,
 ) -> Result<Restored, CheckpointError> {
     check_version()?;
     let mut cp = super::Checkpointer::for_store(git_dir, workspace, protected.clone());

@@ -3,7 +3,7 @@
 //! out, links are stored as links.
 
 use super::{Checkpointer, EMPTY_TREE, check_version};
-use crate::tools::protected::Protected;
+use crate::exec::protected::Protected;
 
 /// git is there; else the test says SKIPPED (and fails when
 /// `TINYAGENT_REQUIRE` names git, as CI sets it).

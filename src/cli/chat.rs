@@ -22,26 +22,14 @@ use super::args::{ChatArgs, ResumeArgs, RunArgs, RunOptions, SessionFlags};
 use crate::agent::{Agent, AgentError, Turn};
 use crate::event::RunStatus;
 use crate::session::Status;
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 /// The prompt.
 const PROMPT: &str = "you> ";
 
-/// Refuses a chat without a terminal to talk on.
-pub fn need_terminal(what: &str) -> Result<(), CliError> {
-    if std::io::stdin().is_terminal() {
-        return Ok(());
-    }
-    Err(CliError::refused(format!(
-        "{what} needs a terminal on stdin (it waits for typed messages); without one, start \
-         with `tinyagent run TASK` and go on with `tinyagent resume LOG --message TEXT`"
-    )))
-}
-
 /// `tinyagent chat`.
 pub async fn chat(args: &ChatArgs) -> Result<i32, CliError> {
-    need_terminal("tinyagent chat")?;
+    crate::launch::need_terminal("tinyagent chat")?;
     if let Some(log) = &args.resume {
         // The flags a resume shares go over whole; the ones only a new run
         // has would be ignored, so they are refused.
@@ -65,19 +53,19 @@ pub async fn chat(args: &ChatArgs) -> Result<i32, CliError> {
             session: args.opts.session.clone(),
             ..ResumeArgs::default()
         };
-        return super::resume::resume_chat(&resume, true).await;
+        return super::run::resume(&resume, true).await;
     }
     let run = RunArgs {
         task: String::new(),
         opts: args.opts.clone(),
     };
-    super::run::run_as(&run, true).await
+    super::run::run(&run, true).await
 }
 
 /// The history file of a workspace's chats.
 fn history_file(workspace: &Path) -> Option<PathBuf> {
     use sha2::{Digest, Sha256};
-    let home = super::run::home().ok()?;
+    let home = crate::launch::new::home().ok()?;
     let digest = Sha256::digest(workspace.as_os_str().as_encoded_bytes());
     let hex: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
     Some(home.join("history").join(format!("{hex}.txt")))

@@ -175,7 +175,7 @@ fn cleanup_orphans(wal: &Path) {
     if let Ok(loaded) = crate::store::load(wal) {
         for p in loaded.state.processes.values() {
             if crate::agent::resume::process_alive(p) {
-                crate::tools::host::kill_group(p.pid);
+                crate::exec::host::kill_group(p.pid);
             }
         }
     }

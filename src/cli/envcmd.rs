@@ -2,7 +2,7 @@
 //! environment that nothing will use again.
 //!
 //! Every container tinyagent starts is named `tinyagent-<run_id>` and
-//! labelled with its log's path ([`crate::tools::container::WAL_LABEL`]).
+//! labelled with its log's path ([`crate::exec::container::WAL_LABEL`]).
 //! One goes when its log is gone, is not a log of that run, or says the run
 //! finished; a run whose log says it is still running (live, or crashed and
 //! waiting for a resume) keeps its container. Containers with the name but
@@ -10,7 +10,7 @@
 
 use super::CliError;
 use super::args::EnvPruneArgs;
-use crate::tools::container;
+use crate::exec::container;
 use std::path::Path;
 
 /// Why a container may go, or `None` when its run may still use it.

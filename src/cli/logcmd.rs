@@ -38,7 +38,7 @@ fn export(wal: &Path, output: Option<&Path>) -> Result<i32, CliError> {
 }
 
 fn import(json: &Path, output: &Path) -> Result<i32, CliError> {
-    let background = super::resume::import_trajectory(json, output)?;
+    let background = crate::launch::resume::import_trajectory(json, output)?;
     crate::report::err_line(&format!(
         "imported {} into {}",
         json.display(),
@@ -66,6 +66,8 @@ pub fn log(cmd: LogCommand) -> Result<i32, CliError> {
         LogCommand::Export { wal, output } => export(&wal, output.as_deref()),
         LogCommand::Show { wal } => super::show::show(&wal),
         LogCommand::Import { json, output } => import(&json, &output),
-        LogCommand::Diff { wal, step, call } => super::fork::diff(&wal, step, call.as_deref()),
+        LogCommand::Diff { wal, step, call } => {
+            crate::launch::fork::diff(&wal, step, call.as_deref()).map_err(CliError::from)
+        }
     }
 }

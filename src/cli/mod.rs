@@ -7,16 +7,12 @@ mod approve;
 pub mod args;
 mod chat;
 mod demo;
-mod endpoints;
 mod envcmd;
-pub mod fork;
 pub mod inspect;
 mod logcmd;
 mod mcpcmd;
 mod remote;
-mod resume;
 mod run;
-pub mod secrets;
 mod sessions;
 mod show;
 
@@ -48,7 +44,20 @@ impl CliError {
 
 impl From<AgentError> for CliError {
     fn from(e: AgentError) -> CliError {
-        CliError::new(e.exit_code(), e.to_string())
+        CliError::new(if e.is_refusal() { 2 } else { 1 }, e.to_string())
+    }
+}
+
+/// A launch's failure as the command line reports it: refused 2, failed 1,
+/// stopped by a signal 128 + its number.
+impl From<crate::launch::LaunchError> for CliError {
+    fn from(e: crate::launch::LaunchError) -> CliError {
+        use crate::launch::LaunchError;
+        match e {
+            LaunchError::Refused(m) => CliError::new(2, m),
+            LaunchError::Failed(m) => CliError::new(1, m),
+            LaunchError::Stopped(sig, m) => CliError::new(crate::signals::exit_code(sig), m),
+        }
     }
 }
 
@@ -62,7 +71,7 @@ impl From<crate::config::ConfigError> for CliError {
 /// and message.
 impl From<StoreError> for CliError {
     fn from(e: StoreError) -> CliError {
-        CliError::new(e.exit_code(), e.to_string())
+        CliError::new(if e.is_refusal() { 2 } else { 1 }, e.to_string())
     }
 }
 
@@ -117,7 +126,7 @@ pub fn finished(
         Err(e @ AgentError::Store(_)) if e.to_string().contains(crate::replicate::HELD) => {
             return Err(CliError::new(1, e.to_string()));
         }
-        Err(e @ AgentError::Store(_)) if e.exit_code() == 1 => {
+        Err(e @ AgentError::Store(_)) if !e.is_refusal() => {
             return Err(CliError::new(
                 1,
                 format!("{e}; once that is fixed, resume with: {resume}"),
@@ -145,6 +154,25 @@ pub fn finished(
     Ok(status_exit_code(status))
 }
 
+/// The variables a command that drives a run names as holding its API key
+/// (see [`crate::launch::secrets`]).
+fn named_key_vars(command: &Command) -> Vec<String> {
+    use crate::launch::secrets::{named_for_resume, named_for_run};
+    match command {
+        Command::Run(a) => named_for_run(&a.opts),
+        Command::Chat(a) => match &a.resume {
+            None => named_for_run(&a.opts),
+            Some(log) => named_for_resume(&args::ResumeArgs {
+                path: Some(log.clone()),
+                session: a.opts.session.clone(),
+                ..args::ResumeArgs::default()
+            }),
+        },
+        Command::Resume(a) => named_for_resume(a),
+        _ => Vec::new(),
+    }
+}
+
 /// Runs a parsed command line and returns the exit code. For `run` and
 /// `resume` the API keys are first taken out of the environment, which may
 /// re-execute the process (see [`secrets`]): call this before any thread
@@ -164,8 +192,9 @@ pub fn main(mut cli: Cli) -> i32 {
     if matches!(
         cli.command,
         Command::Run(_) | Command::Resume(_) | Command::Chat(_)
-    ) && let Err(e) = secrets::isolate(&secrets::named_key_vars(&cli.command))
+    ) && let Err(e) = crate::launch::secrets::isolate(&named_key_vars(&cli.command))
     {
+        let e = CliError::from(e);
         crate::report::err_line(&format!("tinyagent: {}", e.message));
         return e.code;
     }
@@ -210,7 +239,7 @@ fn newest_run(cwd: Option<&std::path::Path>) -> Result<std::path::PathBuf, CliEr
         None => std::env::current_dir()
             .map_err(|e| CliError::new(1, format!("no current directory: {e}")))?,
     };
-    sessions::last(&run::home()?, &here)
+    sessions::last(&crate::launch::new::home()?, &here)
 }
 
 /// Writes `text` to stdout; a reader that went away (`| head`) is not an
@@ -230,11 +259,11 @@ async fn dispatch(cli: Cli) -> Result<i32, CliError> {
     match cli.command {
         Command::Run(a) => {
             listen_for_stop()?;
-            run::run(&a).await
+            run::run(&a, false).await
         }
         Command::Resume(a) => {
             listen_for_stop()?;
-            resume::resume(&a).await
+            run::resume(&a, false).await
         }
         Command::Chat(a) => {
             listen_for_stop()?;
@@ -268,6 +297,8 @@ async fn dispatch(cli: Cli) -> Result<i32, CliError> {
         }
         Command::Env(args::EnvCommand::Prune(a)) => crate::runtime::blocking(|| envcmd::prune(&a)),
         Command::Mcp(args::McpCommand::List(a)) => crate::runtime::blocking(|| mcpcmd::list(&a)),
-        Command::Fork(a) => crate::runtime::blocking(|| fork::fork(&a)),
+        Command::Fork(a) => {
+            crate::runtime::blocking(|| crate::launch::fork::fork(&a).map_err(CliError::from))
+        }
     }
 }

@@ -81,7 +81,7 @@ impl Session {
 /// Fills in whether each run's container runs: one question to each
 /// engine, not one a run.
 fn container_states(rows: &mut [Session]) {
-    use crate::tools::container;
+    use crate::exec::container;
     let mut by_engine: std::collections::BTreeMap<Option<String>, Vec<String>> =
         std::collections::BTreeMap::new();
     for c in rows.iter().filter_map(|r| r.container.as_ref()) {
@@ -174,7 +174,7 @@ pub fn last(home: &Path, workspace: &Path) -> Result<PathBuf, CliError> {
 /// # Errors
 /// No home to look in, or stdout closed.
 pub fn sessions(all: bool, json: bool, out: &mut dyn Write) -> Result<i32, CliError> {
-    let home = super::run::home()?;
+    let home = crate::launch::new::home()?;
     let here = std::env::current_dir()
         .map_err(|e| CliError::new(1, format!("no current directory: {e}")))?;
     let rows = list(&home, (!all).then_some(here.as_path()));

@@ -16,7 +16,7 @@
 //! differs, naming each difference ([`differences`]).
 //!
 //! A server runs in its own process group with SIGKILL as its parent-death
-//! signal (see [`crate::tools::group::die_with_agent`]), with the agent's
+//! signal (see [`crate::exec::group::die_with_agent`]), with the agent's
 //! environment less every API key variable, plus the `env` of its table.
 //! A [`Server`] stops its process when it is dropped. A server that dies
 //! while the run goes on is started again once ([`server`]).
@@ -75,7 +75,7 @@ pub struct ServerSpec {
     pub hide: Vec<String>,
     /// The sandbox it runs in (`env.kind = "sandbox"`), like every command
     /// of the run; `None` runs it on the host.
-    pub confine: Option<crate::tools::env::SandboxEnv>,
+    pub confine: Option<crate::exec::env::SandboxEnv>,
 }
 
 impl ServerSpec {
@@ -109,7 +109,7 @@ impl ServerSpec {
 
 impl ServerSpec {
     /// What a sandbox must show the server of the host so that it can run
-    /// (see [`crate::tools::env::SandboxEnv::showing`], which keeps only
+    /// (see [`crate::exec::env::SandboxEnv::showing`], which keeps only
     /// what exists and may be shown): its program, looked up on the `PATH`
     /// it gets (its table's `env` first) unless it names a path, and every
     /// absolute path among its arguments, given alone or as a word within

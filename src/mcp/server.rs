@@ -22,8 +22,8 @@
 //! is marked failed and every later call to it is an error at once.
 
 use super::ServerSpec;
+use crate::exec::host;
 use crate::tools::ToolOutcome;
-use crate::tools::host;
 use nix::sys::signal::Signal;
 use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject, Tool as McpToolInfo};
 use rmcp::service::{RoleClient, RunningService, ServiceError, ServiceExt};
@@ -507,7 +507,7 @@ fn spawn(spec: &ServerSpec) -> Result<Spawned, String> {
             // The server's own program and files may lie where the sandbox
             // shows nothing (its private /tmp): they are shown, read-only.
             let sandbox = sandbox.clone().showing(spec.own_files());
-            crate::tools::env::ExecEnv::command(
+            crate::exec::env::ExecEnv::command(
                 &sandbox,
                 &format!("exec {}", words.join(" ")),
                 &spec.cwd,
@@ -522,13 +522,13 @@ fn spawn(spec: &ServerSpec) -> Result<Spawned, String> {
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    crate::tools::env::scrub_keys(&mut cmd);
+    crate::exec::env::scrub_keys(&mut cmd);
     for var in &spec.hide {
         cmd.env_remove(var);
     }
     cmd.envs(&spec.env);
-    crate::tools::host::detach(&mut cmd);
-    crate::tools::group::die_with_agent(&mut cmd);
+    crate::exec::host::detach(&mut cmd);
+    crate::exec::group::die_with_agent(&mut cmd);
     let exited: Shared<Option<String>> = Arc::default();
     let stderr: Shared<StderrTail> = Arc::default();
     let (tx, rx) = sync_channel(1);

@@ -9,10 +9,10 @@
 //! processes belong in the background). `background: true` hands the script to
 //! the [`crate::tools::ProcessTable`] instead.
 
-use super::env::ExecEnv;
-use super::group::{self, Launch};
 use super::output::{HeadTail, OUTPUT_CAP};
 use super::{Effect, ToolContext, ToolOutcome, TypedTool};
+use crate::exec::env::ExecEnv;
+use crate::exec::group::{self, Launch};
 use nix::sys::signal::Signal;
 use serde::Deserialize;
 use serde_json::{Value, json};

@@ -12,8 +12,8 @@
 //! told to follow no link at all; anything else takes the full way.
 
 use super::paths::{self, Beneath, PathError};
-use super::protected::Protected;
 use super::{ToolContext, ToolOutcome};
+use crate::exec::protected::Protected;
 use nix::fcntl::OFlag;
 use std::fs::{File, Metadata};
 use std::io;
@@ -204,8 +204,8 @@ pub(super) fn io_error(what: &str, path: &str, e: &io::Error) -> ToolOutcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::exec::{LocalEnv, group::Unrecorded};
     use crate::tools::process::ProcessTable;
-    use crate::tools::{LocalEnv, group::Unrecorded};
     use std::io::Read;
     use std::os::unix::fs::symlink;
 

@@ -24,22 +24,18 @@
 //! tool), [`read`], [`write`](mod@write), [`edit`], [`grep`], [`glob`](mod@glob),
 //! [`update_plan`]. Helpers: `files` (what read, write and edit share),
 //! `search` (the walker and globs of grep and glob), [`paths`] (workspace
-//! confinement), [`env`](mod@env) (where commands run: local or bubblewrap
-//! sandbox), [`output`] (bounded output buffers).
+//! confinement), [`output`] (bounded output buffers). Where commands run
+//! (local, sandbox, container), their process groups and the run's
+//! protected files are [`crate::exec`]'s.
 
 pub(crate) mod bash;
-pub mod container;
 pub(crate) mod edit;
-pub mod env;
 mod files;
 pub(crate) mod glob;
 pub(crate) mod grep;
-pub mod group;
-pub(crate) mod host;
 pub(crate) mod output;
 pub(crate) mod paths;
 pub mod process;
-pub mod protected;
 pub(crate) mod read;
 pub(crate) mod registry;
 mod search;
@@ -50,7 +46,6 @@ pub(crate) mod write;
 #[cfg(test)]
 mod tests;
 
-pub use env::{ContainerEnv, EnvError, ExecEnv, HideVars, LocalEnv, SandboxEnv};
 pub use process::{ProcessStatus, ProcessTable, proc_start_time};
 pub use registry::{DuplicateTool, ToolSet, ToolSetOptions};
 pub use tool::{Effect, Tool, ToolSpec, TypedTool, parse_args};
@@ -65,15 +60,15 @@ pub struct ToolContext<'a> {
     /// The step the call belongs to (recorded in `process.started`).
     pub step: u64,
     /// Where commands run.
-    pub env: &'a dyn ExecEnv,
+    pub env: &'a dyn crate::exec::ExecEnv,
     /// Background processes of this run.
     pub processes: &'a ProcessTable,
     /// The current plan, if any.
     pub plan: Option<&'a crate::session::Plan>,
     /// Records a foreground command's process group before it may act.
-    pub launch: &'a dyn group::Launch,
+    pub launch: &'a dyn crate::exec::group::Launch,
     /// The run's own files, which no tool may read or change.
-    pub protected: &'a protected::Protected,
+    pub protected: &'a crate::exec::protected::Protected,
 }
 
 /// What one call produced.

@@ -16,12 +16,12 @@
 //! process would otherwise die with the tool thread. Dropping the table ends
 //! the spawner thread; processes are not killed by that (call `kill_all`).
 
-use super::container::Container;
-use super::env::ExecEnv;
-use super::host::kill_group;
-pub use super::host::proc_start_time;
 use super::{Effect, ToolContext, ToolOutcome, TypedTool};
 use crate::event::{Event, ProcessExited, ProcessStarted};
+use crate::exec::container::Container;
+use crate::exec::env::ExecEnv;
+use crate::exec::host::kill_group;
+pub use crate::exec::host::proc_start_time;
 use crate::text::cut_bytes;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -297,7 +297,7 @@ impl ProcessTable {
         let stderr = file.try_clone().map_err(dir_err)?;
         let mut cmd = env.command(command, workspace);
         cmd.stdin(Stdio::null()).stdout(file).stderr(stderr);
-        super::host::detach(&mut cmd);
+        crate::exec::host::detach(&mut cmd);
         let child = self.spawn(cmd).map_err(ProcessError::Spawn)?;
         let pid = child.id();
         let summary = ProcessSummary {
@@ -374,7 +374,7 @@ impl ProcessTable {
         let read_err = |e| ProcessError::ReadOutput(id.to_string(), e);
         // A container's processes can write their output directory: no
         // link is followed, and only a regular file is read.
-        let mut file = super::container::open_regular(&path).map_err(read_err)?;
+        let mut file = crate::exec::container::open_regular(&path).map_err(read_err)?;
         let len = file.metadata().map_err(read_err)?.len();
         let skipped = len.saturating_sub(tail_bytes);
         file.seek(SeekFrom::Start(skipped)).map_err(read_err)?;

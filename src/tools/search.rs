@@ -13,8 +13,8 @@
 
 use super::files::{self, open_beneath};
 use super::paths::{self, Beneath};
-use super::protected::Protected;
 use super::{ToolContext, ToolOutcome};
+use crate::exec::protected::Protected;
 use globset::{GlobBuilder, GlobMatcher};
 use ignore::{DirEntry, WalkBuilder};
 use nix::fcntl::OFlag;

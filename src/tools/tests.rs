@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::event::ToolCall;
+use crate::exec::LocalEnv;
 use serde_json::{Value, json};
 
 fn set(read_only: bool, plan: bool) -> ToolSet {
@@ -30,8 +31,8 @@ fn with_ctx(f: impl FnOnce(&ToolContext)) {
         env: &LocalEnv,
         processes: &table,
         plan: None,
-        launch: &crate::tools::group::Unrecorded,
-        protected: &crate::tools::protected::Protected::none(),
+        launch: &crate::exec::group::Unrecorded,
+        protected: &crate::exec::protected::Protected::none(),
     };
     f(&ctx);
 }

@@ -683,7 +683,7 @@ fn with_the_watch_on_every_checkpoint_is_the_tree_a_full_walk_gives() {
         let fresh = tinyagent::checkpoint::Checkpointer::new(
             &sb.path(&format!("fresh{i}.wal")),
             &replica,
-            tinyagent::tools::protected::Protected::none(),
+            tinyagent::exec::protected::Protected::none(),
         )
         .take(None)
         .unwrap();

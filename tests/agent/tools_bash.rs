@@ -5,8 +5,9 @@
 use crate::support::tools::*;
 use serde_json::json;
 use tinyagent::event::Event;
+use tinyagent::exec::LocalEnv;
+use tinyagent::tools::ProcessStatus;
 use tinyagent::tools::process::proc_start_time;
-use tinyagent::tools::{LocalEnv, ProcessStatus};
 
 #[test]
 fn runs_in_the_workspace_with_merged_output_and_exit_code() {
@@ -266,7 +267,7 @@ fn hidden_variables_do_not_reach_commands() {
         std::env::var_os("HOME").is_some(),
         "the test needs HOME set"
     );
-    let env = tinyagent::tools::HideVars {
+    let env = tinyagent::exec::HideVars {
         inner: LocalEnv,
         vars: vec!["HOME".to_string()],
     };
@@ -274,9 +275,9 @@ fn hidden_variables_do_not_reach_commands() {
     assert_eq!(out.content, "unset\n[exit code: 0]");
     let out = fx.call("bash", r#"{"command":"echo ${HOME-unset}"}"#);
     assert_ne!(out.content, "unset\n[exit code: 0]");
-    assert!(tinyagent::tools::env::is_key_var("OPENAI_API_KEY"));
-    assert!(tinyagent::tools::env::is_key_var("ANTHROPIC_API_KEY"));
-    assert!(!tinyagent::tools::env::is_key_var("PATH"));
+    assert!(tinyagent::exec::env::is_key_var("OPENAI_API_KEY"));
+    assert!(tinyagent::exec::env::is_key_var("ANTHROPIC_API_KEY"));
+    assert!(!tinyagent::exec::env::is_key_var("PATH"));
 }
 
 #[test]

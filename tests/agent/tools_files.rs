@@ -472,7 +472,7 @@ fn protected_fixture() -> Fixture {
     fx.write("tinyagent.toml", "[model]\nmax_retries = 2\n");
     fx.write("hooks/pre.sh", "#!/bin/sh\nexit 0\n");
     fx.write("src/ok.txt", "fine\n");
-    let mut p = tinyagent::tools::protected::Protected::none();
+    let mut p = tinyagent::exec::protected::Protected::none();
     p.add_log(&fx.ws.join("run.wal"));
     p.add(&fx.ws.join("tinyagent.toml"));
     p.add(&fx.ws.join("hooks/pre.sh"));

@@ -9,8 +9,8 @@ use crate::support::require::{self, require};
 use crate::support::tools::*;
 use serde_json::json;
 use tinyagent::event::Event;
-use tinyagent::tools::protected::Protected;
-use tinyagent::tools::{EnvError, SandboxEnv};
+use tinyagent::exec::protected::Protected;
+use tinyagent::exec::{EnvError, SandboxEnv};
 
 /// The sandbox, or `None` when it cannot run here: then `test` is skipped
 /// loudly (or fails under `TINYAGENT_REQUIRE=bwrap`).

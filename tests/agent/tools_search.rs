@@ -238,7 +238,7 @@ fn grep_and_glob_skip_the_runs_own_files() {
     fx.write("run.wal.d/p1.log", "needle out\n");
     fx.write("tinyagent.toml", "# needle\n");
     fx.write("src/a.txt", "needle\n");
-    let mut p = tinyagent::tools::protected::Protected::none();
+    let mut p = tinyagent::exec::protected::Protected::none();
     p.add_log(&fx.ws.join("run.wal"));
     p.add(&fx.ws.join("tinyagent.toml"));
     fx.protected = p;

@@ -26,7 +26,7 @@
 use std::io::Write;
 use std::path::Path;
 use std::process::Command;
-use tinyagent::tools::SandboxEnv;
+use tinyagent::exec::SandboxEnv;
 
 /// The variable that turns a missing prerequisite into a failure.
 pub const VAR: &str = "TINYAGENT_REQUIRE";

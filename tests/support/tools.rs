@@ -4,10 +4,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use tinyagent::event::ToolCall;
-use tinyagent::tools::protected::Protected;
-use tinyagent::tools::{
-    ExecEnv, LocalEnv, ProcessTable, ToolContext, ToolOutcome, ToolSet, ToolSetOptions,
-};
+use tinyagent::exec::protected::Protected;
+use tinyagent::exec::{ExecEnv, LocalEnv};
+use tinyagent::tools::{ProcessTable, ToolContext, ToolOutcome, ToolSet, ToolSetOptions};
 
 pub struct Fixture {
     pub dir: tempfile::TempDir,
@@ -60,7 +59,7 @@ impl Fixture {
             env,
             processes: &self.table,
             plan: None,
-            launch: &tinyagent::tools::group::Unrecorded,
+            launch: &tinyagent::exec::group::Unrecorded,
             protected: &self.protected,
         };
         let call = ToolCall {

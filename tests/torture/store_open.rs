@@ -12,13 +12,13 @@ fn refusals_map_to_exit_code_2() {
     let missing = dir.path().join("none.wal");
     let e = Store::open(&missing, no_snapshots()).err().unwrap();
     assert!(
-        matches!(e, StoreError::NotFound { .. }) && e.exit_code() == 2,
+        matches!(e, StoreError::NotFound { .. }) && e.is_refusal(),
         "{e}"
     );
     assert!(matches!(load(&missing), Err(StoreError::NotFound { .. })));
     let e = Store::open(dir.path(), no_snapshots()).err().unwrap();
     assert!(
-        matches!(e, StoreError::BadLog { .. }) && e.exit_code() == 2,
+        matches!(e, StoreError::BadLog { .. }) && e.is_refusal(),
         "{e}"
     );
     // Only a torn first record: nothing to open, and nothing is cut.

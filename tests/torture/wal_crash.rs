@@ -52,8 +52,9 @@ fn child_main(path: &Path) -> i32 {
     let mut store = match opened {
         Ok(s) => s,
         Err(e) => {
-            println!("ERROR {} {e}", e.exit_code());
-            return e.exit_code();
+            let code = if e.is_refusal() { 2 } else { 1 };
+            println!("ERROR {code} {e}");
+            return code;
         }
     };
     println!("OPENED {}", store.next_seq());
@@ -62,7 +63,7 @@ fn child_main(path: &Path) -> i32 {
         match store.append(ev(seq)) {
             Ok(s) => println!("SAVED {s}"),
             Err(e) => {
-                println!("ERROR {} {e}", e.exit_code());
+                println!("ERROR {} {e}", if e.is_refusal() { 2 } else { 1 });
                 if let Err(again) = store.append(ev(seq)) {
                     println!("AFTER {again}");
                 }

@@ -119,22 +119,24 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    /// 2 for refused input (locked, exists, missing, corrupt, empty, not a
-    /// log), 1 for failures at run time (I/O, failed write or sync, poisoned).
+    /// Whether the error is the input's fault (locked, exists, missing,
+    /// corrupt, empty, not a log) rather than a failure at run time (I/O, a
+    /// failed write or sync, poisoned). The command line decides what each
+    /// means for its exit code.
     #[must_use]
-    pub fn exit_code(&self) -> i32 {
+    pub fn is_refusal(&self) -> bool {
         match self {
             StoreError::Locked { .. }
             | StoreError::Exists { .. }
             | StoreError::NotFound { .. }
             | StoreError::Corrupt { .. }
             | StoreError::Empty { .. }
-            | StoreError::BadLog { .. } => 2,
+            | StoreError::BadLog { .. } => true,
             StoreError::Poisoned(_)
             | StoreError::Hook(_)
             | StoreError::Wal(_)
             | StoreError::Io { .. }
-            | StoreError::SnapshotWriter(_) => 1,
+            | StoreError::SnapshotWriter(_) => false,
         }
     }
 }

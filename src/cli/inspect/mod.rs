@@ -354,8 +354,8 @@ pub fn container_state(c: &mut ContainerJson) {
         .engine
         .as_deref()
         .and_then(|e| crate::config::parse_enum::<crate::config::EngineKind>("env.engine", e).ok());
-    c.state = match crate::tools::container::find_engine(engine) {
-        Ok((_, binary)) => crate::tools::container::state_of(&binary, &c.name)
+    c.state = match crate::exec::container::find_engine(engine) {
+        Ok((_, binary)) => crate::exec::container::state_of(&binary, &c.name)
             .map_or_else(|_| "unknown".to_string(), |s| s.as_str().to_string()),
         Err(_) => "unknown".to_string(),
     };
@@ -779,7 +779,7 @@ pub fn repair(path: &Path, out: &mut dyn Write) -> anyhow::Result<i32> {
         }
         Err(e) => {
             writeln!(out, "refused: {e}")?;
-            Ok(e.exit_code())
+            Ok(if e.is_refusal() { 2 } else { 1 })
         }
     }
 }

@@ -1,10 +1,10 @@
 //! `tinyagent resume`: open the log under its lock, cut a torn tail, load the
 //! newest snapshot, replay the rest, close every open end, carry on.
 
-use super::CliError;
-use super::args::ResumeArgs;
-use super::remote::is_bucket;
-use super::run::{exec_env, hook_settings, process_dir, provider_for, store_options, test_seams};
+use super::LaunchError;
+use super::bucket::is_bucket;
+use super::new::{exec_env, hook_settings, process_dir, provider_for, store_options, test_seams};
+use super::request::ResumeArgs;
 use crate::agent::resume::StopInfo;
 use crate::agent::{Agent, AgentParts};
 use crate::config::{Config, EnvKind, HookSettings, RunConfig};
@@ -47,17 +47,17 @@ pub struct Trajectory {
 
 /// Reads a trajectory JSON for import into `<path>.wal` (refused if that
 /// exists). Nothing is written.
-pub fn read_trajectory(json: &Path, wal: &Path) -> Result<Trajectory, CliError> {
+pub fn read_trajectory(json: &Path, wal: &Path) -> Result<Trajectory, LaunchError> {
     if wal.exists() {
-        return Err(CliError::refused(format!(
+        return Err(LaunchError::refused(format!(
             "{} exists: refusing to overwrite it (resume that log instead)",
             wal.display()
         )));
     }
     let text = std::fs::read_to_string(json)
-        .map_err(|e| CliError::refused(format!("cannot read {}: {e}", json.display())))?;
+        .map_err(|e| LaunchError::refused(format!("cannot read {}: {e}", json.display())))?;
     let mut imported = crate::trajectory::import(&text)
-        .map_err(|e| CliError::refused(format!("{}: {e}", json.display())))?;
+        .map_err(|e| LaunchError::refused(format!("{}: {e}", json.display())))?;
     // A file without a tool signature was written for the tool set of its
     // settings: record the one this tinyagent offers for them.
     for ev in &mut imported.events {
@@ -91,7 +91,7 @@ impl Trajectory {
     /// Writes the log. Returns the v1 free-text process summary. A
     /// half-written log is removed when the import fails, so a retry is not
     /// refused.
-    pub fn write(self) -> Result<Option<String>, CliError> {
+    pub fn write(self) -> Result<Option<String>, LaunchError> {
         let wal = self.wal;
         let mut store = Store::create(&wal, StoreOptions::default())?;
         let written = self
@@ -111,7 +111,7 @@ impl Trajectory {
 
 /// Imports a trajectory JSON into `<path>.wal` (refused if that exists).
 /// Returns the v1 free-text process summary.
-pub fn import_trajectory(json: &Path, wal: &Path) -> Result<Option<String>, CliError> {
+pub fn import_trajectory(json: &Path, wal: &Path) -> Result<Option<String>, LaunchError> {
     read_trajectory(json, wal)?.write()
 }
 
@@ -150,22 +150,25 @@ enum Source {
 
 /// Stage 1: what to resume (a trajectory is read, not yet imported) and its
 /// `run.started`. Nothing is written.
-fn locate(args: &ResumeArgs) -> Result<(Source, RunStarted), CliError> {
+fn locate(args: &ResumeArgs) -> Result<(Source, RunStarted), LaunchError> {
     let path = args.log();
     if is_trajectory(path) {
         let t = read_trajectory(path, &wal_for_json(path))?;
         let run = t
             .run_started()
             .cloned()
-            .ok_or_else(|| CliError::refused(format!("{}: no run.started", path.display())))?;
+            .ok_or_else(|| LaunchError::refused(format!("{}: no run.started", path.display())))?;
         return Ok((Source::Trajectory(t), run));
     }
     let wal = path.to_path_buf();
     if !wal.exists() {
-        return Err(CliError::refused(format!("{}: no such log", wal.display())));
+        return Err(LaunchError::refused(format!(
+            "{}: no such log",
+            wal.display()
+        )));
     }
     let run = run_started(&wal).ok_or_else(|| {
-        CliError::refused(format!(
+        LaunchError::refused(format!(
             "{}: the log holds no complete run.started record, so the run never started \
              (nothing ran); remove the file and start over with `tinyagent run`",
             wal.display()
@@ -183,18 +186,18 @@ fn confirm_workspace(
     source: &mut Source,
     first: &mut RunStarted,
     args: &ResumeArgs,
-) -> Result<(), CliError> {
+) -> Result<(), LaunchError> {
     let given = match &args.cwd {
         Some(dir) => Some(
             std::fs::canonicalize(dir)
-                .map_err(|e| CliError::refused(format!("--cwd {}: {e}", dir.display())))?,
+                .map_err(|e| LaunchError::refused(format!("--cwd {}: {e}", dir.display())))?,
         ),
         None => None,
     };
     if let Some(dir) = &given
         && !dir.is_dir()
     {
-        return Err(CliError::refused(format!(
+        return Err(LaunchError::refused(format!(
             "--cwd {} is not a directory",
             dir.display()
         )));
@@ -204,9 +207,9 @@ fn confirm_workspace(
             let dir = match given {
                 Some(dir) => dir,
                 None if first.settings.cwd.is_empty() => std::env::current_dir()
-                    .map_err(|e| CliError::refused(format!("no current directory: {e}")))?,
+                    .map_err(|e| LaunchError::refused(format!("no current directory: {e}")))?,
                 None => {
-                    return Err(CliError::refused(format!(
+                    return Err(LaunchError::refused(format!(
                         "{}: a trajectory from elsewhere names its workspace ({}), which is not \
                          taken on its word; say where the resumed run works with --cwd DIR",
                         t.json.display(),
@@ -224,7 +227,7 @@ fn confirm_workspace(
             if let Some(dir) = given
                 && std::fs::canonicalize(&first.settings.cwd).ok().as_ref() != Some(&dir)
             {
-                return Err(CliError::refused(format!(
+                return Err(LaunchError::refused(format!(
                     "--cwd {} is not the log's workspace ({}); a log resumes where it ran",
                     dir.display(),
                     first.settings.cwd
@@ -311,12 +314,14 @@ fn open_when_free(
 }
 
 /// The flags that need no log to check.
-fn check_flags(args: &ResumeArgs) -> Result<(), CliError> {
+fn check_flags(args: &ResumeArgs) -> Result<(), LaunchError> {
     if args.max_cost.is_some_and(|c| !c.is_finite() || c < 0.0) {
-        return Err(CliError::refused("--max-cost must be a number >= 0"));
+        return Err(LaunchError::refused("--max-cost must be a number >= 0"));
     }
     if args.max_format_errors == Some(0) {
-        return Err(CliError::refused("--max-format-errors must be at least 1"));
+        return Err(LaunchError::refused(
+            "--max-format-errors must be at least 1",
+        ));
     }
     Ok(())
 }
@@ -327,9 +332,9 @@ fn check_flags(args: &ResumeArgs) -> Result<(), CliError> {
 /// run less confined than the log recorded: hooks come from the local config
 /// only (a log naming hooks it lacks is refused unless `--no-hooks`), and
 /// the environment is the more confined of the log's and the local one.
-fn config_for(run: &RunStarted, args: &ResumeArgs) -> Result<RunConfig, CliError> {
+fn config_for(run: &RunStarted, args: &ResumeArgs) -> Result<RunConfig, LaunchError> {
     let cwd = std::env::current_dir()
-        .map_err(|e| CliError::new(1, format!("no current directory: {e}")))?;
+        .map_err(|e| LaunchError::failed(format!("no current directory: {e}")))?;
     let local = Config::load(args.config.as_deref())?;
     let mut config = RunConfig::from_started(run, &cwd)?;
     let m = &mut config.model;
@@ -348,21 +353,21 @@ fn config_for(run: &RunStarted, args: &ResumeArgs) -> Result<RunConfig, CliError
     } else if let Some(url) = m.base_url.as_deref()
         && local.model.base_url.as_deref() != Some(url)
         && m.provider.base_url_from_env().as_deref() != Some(url)
-        && super::run::api_key(m.provider, m.api_key_env.as_deref()).is_some()
+        && super::new::api_key(m.provider, m.api_key_env.as_deref()).is_some()
     {
         // A key would go to a server only the log names.
         let var = m
             .api_key_env
             .as_deref()
             .unwrap_or(m.provider.default_key_env());
-        super::endpoints::check_recorded(&super::run::home()?, url, var)?;
+        super::endpoints::check_recorded(&super::new::home()?, url, var)?;
     }
     if let Some(var) = &flags.api_key_env {
         m.api_key_env = Some(var.clone());
     } else if let Some(var) = m.api_key_env.as_deref()
         && !crate::config::plausible_key_var(var)
     {
-        return Err(CliError::refused(format!(
+        return Err(LaunchError::refused(format!(
             "the log names {var:?} as the variable holding the API key, which does not look \
              like one (it would be sent to the model server); give --api-key-env to choose"
         )));
@@ -402,7 +407,7 @@ fn config_for(run: &RunStarted, args: &ResumeArgs) -> Result<RunConfig, CliError
     }
     config.validate()?;
     config.hooks.check_commands(&config.workspace)?;
-    super::run::resolve_engine(&mut config)?;
+    super::new::resolve_engine(&mut config)?;
     Ok(config)
 }
 
@@ -413,7 +418,7 @@ fn local_hooks(
     recorded: &HookSettings,
     local: &Config,
     no_hooks: bool,
-) -> Result<HookSettings, CliError> {
+) -> Result<HookSettings, LaunchError> {
     let mut hooks = hook_settings(local)?;
     if no_hooks {
         hooks.pre_tool = None;
@@ -432,7 +437,7 @@ fn local_hooks(
         }
     }
     if !missing.is_empty() {
-        return Err(CliError::refused(format!(
+        return Err(LaunchError::refused(format!(
             "the log names hooks that the local config does not: {}; configure them in \
              tinyagent.toml to keep them, or resume with --no-hooks to go on without",
             missing.join(", ")
@@ -444,21 +449,21 @@ fn local_hooks(
 /// Stage 3: the tool set, which must be the one the log was written with:
 /// the built-in tools for its settings and the tools of the MCP servers
 /// (started again from the local config), which must be those it recorded.
-fn tools_for(run: &RunStarted, mcp: &McpServers) -> Result<ToolSet, CliError> {
+fn tools_for(run: &RunStarted, mcp: &McpServers) -> Result<ToolSet, LaunchError> {
     let opts = ToolSetOptions {
         read_only: run.read_only,
         plan: run.plan_enabled,
     };
     let changed = crate::mcp::differences(&run.mcp_tools, &mcp.records(opts));
     if !changed.is_empty() {
-        return Err(CliError::refused(format!(
+        return Err(LaunchError::refused(format!(
             "tool set mismatch: the MCP tools differ from those the log was written with: {}",
             changed.join("; ")
         )));
     }
-    let tools = super::run::tool_set(opts, mcp)?;
+    let tools = super::new::tool_set(opts, mcp)?;
     if tools.signature() != run.tool_signature {
-        return Err(CliError::refused(format!(
+        return Err(LaunchError::refused(format!(
             "tool set mismatch: the log was written with tool signature {} (plan {}, {}), this tinyagent offers {} for those settings",
             run.tool_signature,
             if run.plan_enabled { "on" } else { "off" },
@@ -491,9 +496,9 @@ fn new_limits(current: &Limits, args: &ResumeArgs) -> Option<Limits> {
     Some(l)
 }
 
-/// Stage 5: whether a finished run goes on. `Err` carries the exit code and
-/// message of one that does not (nothing is appended then).
-fn may_continue(state: &crate::session::State, args: &ResumeArgs) -> Result<(), (i32, String)> {
+/// Stage 5: whether a finished run goes on. `Err` says of one that does not
+/// (nothing is appended then) whether a limit stopped it, and why.
+fn may_continue(state: &crate::session::State, args: &ResumeArgs) -> Result<(), (bool, String)> {
     let Status::Finished(status) = state.status else {
         return Ok(());
     };
@@ -502,7 +507,7 @@ fn may_continue(state: &crate::session::State, args: &ResumeArgs) -> Result<(), 
         // A chat that ended goes back to its prompt.
         RunStatus::Completed if args.message.is_none() && !state.is_chat() => {
             return Err((
-                0,
+                false,
                 format!(
                     "the run already finished (completed, {} steps); use --message to continue it",
                     state.step
@@ -536,7 +541,7 @@ fn may_continue(state: &crate::session::State, args: &ResumeArgs) -> Result<(), 
         Ok(())
     } else {
         Err((
-            3,
+            true,
             format!("the run stopped at {at}; resume it with a higher {flag} to continue"),
         ))
     }
@@ -562,45 +567,40 @@ fn report_open(out: &Output, report: &OpenReport) {
 /// endpoint, key variable), and its tool set with the local MCP servers. A
 /// refusal leaves the bucket and this machine as they were.
 fn check_staged(
-    staged: &super::remote::Staged,
+    staged: &super::bucket::Staged,
     args: &ResumeArgs,
     chat: bool,
-) -> Result<(), CliError> {
+) -> Result<(), LaunchError> {
     let mut first = staged.run.clone();
     first.settings.cwd = staged.workspace.display().to_string();
     if chat && !first.settings.chat {
-        return Err(CliError::refused(format!(
+        return Err(LaunchError::refused(format!(
             "{}: not a chat's log; continue it with `tinyagent resume`",
             args.log().display()
         )));
     }
     if first.settings.chat {
-        super::chat::need_terminal("resuming a chat")?;
+        super::need_terminal("resuming a chat")?;
     }
     let local = Config::load(args.config.as_deref())?;
     let unplaced = ResumeArgs {
-        session: super::args::SessionFlags {
+        session: super::request::SessionFlags {
             cwd: None,
             ..args.session.clone()
         },
         ..args.clone()
     };
     let config = config_for(&first, &unplaced)?;
-    let protected = super::run::protected_for(&staged.wal, args.config.as_deref(), &config);
-    let mcp = super::run::start_mcp(&local.mcp, &config, &protected)?;
+    let protected = super::new::protected_for(&staged.wal, args.config.as_deref(), &config);
+    let mcp = super::new::start_mcp(&local.mcp, &config, &protected)?;
     tools_for(&first, &mcp)?;
     Ok(())
-}
-
-/// `tinyagent resume`.
-pub async fn resume(args: &ResumeArgs) -> Result<i32, CliError> {
-    resume_chat(args, false).await
 }
 
 /// `tinyagent resume`, or `chat --resume` (`chat`: the log must be a chat's).
 /// A chat's log goes back to its prompt (after finishing a turn a stop cut
 /// short), on a terminal only.
-pub async fn resume_chat(args: &ResumeArgs, chat: bool) -> Result<i32, CliError> {
+pub fn open(args: &ResumeArgs, chat: bool) -> Result<super::Opened, LaunchError> {
     // Every check of flags, config and tool set comes before the log is
     // locked, a torn tail cut or a trajectory imported.
     check_flags(args)?;
@@ -609,12 +609,12 @@ pub async fn resume_chat(args: &ResumeArgs, chat: bool) -> Result<i32, CliError>
     let (fetched, local_args);
     let args = if is_bucket(args.log()) {
         let spec = args.log().to_string_lossy().to_string();
-        let staged = super::remote::stage_for_resume(args, &spec)?;
+        let staged = super::bucket::stage_for_resume(args, &spec)?;
         check_staged(&staged, args, chat)?;
         let f = staged.take_over()?;
         local_args = ResumeArgs {
             path: Some(f.wal.clone()),
-            session: super::args::SessionFlags {
+            session: super::request::SessionFlags {
                 cwd: None,
                 ..args.session.clone()
             },
@@ -629,14 +629,14 @@ pub async fn resume_chat(args: &ResumeArgs, chat: bool) -> Result<i32, CliError>
     let (mut source, mut first) = locate(args)?;
     // The log's `.d` (restore intent, replication sidecar, checkpoint
     // store) is this user's own, or nothing is done.
-    super::run::check_run_dir(match &source {
+    super::new::check_run_dir(match &source {
         Source::Log(wal) => wal,
         Source::Trajectory(t) => &t.wal,
     })?;
     // A replicated log says where its bucket is, and where the run works
     // when a resume from the bucket put it somewhere else.
     let sidecar = match (&fetched, &source) {
-        (None, Source::Log(wal)) => super::remote::read_sidecar(wal, &first.run_id)?,
+        (None, Source::Log(wal)) => super::bucket::read_sidecar(wal, &first.run_id)?,
         _ => None,
     };
     let moved_to = fetched
@@ -647,13 +647,13 @@ pub async fn resume_chat(args: &ResumeArgs, chat: bool) -> Result<i32, CliError>
         first.settings.cwd.clone_from(cwd);
     }
     if chat && !first.settings.chat {
-        return Err(CliError::refused(format!(
+        return Err(LaunchError::refused(format!(
             "{}: not a chat's log; continue it with `tinyagent resume`",
             args.log().display()
         )));
     }
     if first.settings.chat {
-        super::chat::need_terminal("resuming a chat")?;
+        super::need_terminal("resuming a chat")?;
     }
     // With no MCP server on either side the tool set is known before the
     // workspace is: it is checked first.
@@ -668,15 +668,15 @@ pub async fn resume_chat(args: &ResumeArgs, chat: bool) -> Result<i32, CliError>
         Source::Log(wal) => wal,
         Source::Trajectory(t) => &t.wal,
     };
-    let protected = super::run::protected_for(wal, args.config.as_deref(), &first_config);
-    let mcp = super::run::start_mcp(&local.mcp, &first_config, &protected)?;
+    let protected = super::new::protected_for(wal, args.config.as_deref(), &first_config);
+    let mcp = super::new::start_mcp(&local.mcp, &first_config, &protected)?;
     tools_for(&first, &mcp)?;
     let mut options = store_options(&first_config);
     options.seams = test_seams()?;
     let replicator = match (fetched, &sidecar, &source) {
         (Some(f), _, _) => Some(crate::replicate::Replicator::resume(f.taken, &f.wal)),
         (None, Some(sc), Source::Log(wal)) => {
-            Some(super::remote::reattach(wal, sc, &first.run_id, args)?)
+            Some(super::bucket::reattach(wal, sc, &first.run_id, args)?)
         }
         _ => None,
     };
@@ -697,11 +697,11 @@ pub async fn resume_chat(args: &ResumeArgs, chat: bool) -> Result<i32, CliError>
     let stopped_at = mtime(&wal);
     let (store, report) = open_when_free(&wal, options)?;
     if let Some(r) = &replicator {
-        r.catch_up(store.end()).map_err(|e| CliError::new(1, e))?;
+        r.catch_up(store.end()).map_err(LaunchError::failed)?;
     }
     let stopped = crate::agent::resume::stop_leftovers(store.state(), None);
     let mut run = store.state().run.clone().ok_or_else(|| {
-        CliError::refused(format!(
+        LaunchError::refused(format!(
             "{}: the log has no run.started record",
             wal.display()
         ))
@@ -715,9 +715,11 @@ pub async fn resume_chat(args: &ResumeArgs, chat: bool) -> Result<i32, CliError>
     let mut out = Output::new(args.json);
     out.set_color(args.color.on());
     report_open(&out, &report);
-    if let Err((code, why)) = may_continue(store.state(), args) {
-        super::say(&format!("{}: {why}", wal.display()));
-        return Ok(code);
+    if let Err((limit, why)) = may_continue(store.state(), args) {
+        return Ok(super::Opened::NotContinued {
+            limit,
+            why: format!("{}: {why}", wal.display()),
+        });
     }
     let signal = match (&store.state().status, &store.state().finished_reason) {
         (Status::Finished(RunStatus::Interrupted), reason) => {
@@ -731,16 +733,16 @@ pub async fn resume_chat(args: &ResumeArgs, chat: bool) -> Result<i32, CliError>
         let mut limited = config.clone();
         limited.limits.max_cost_usd = args.max_cost;
         if let Some(w) = limited.cost_warning() {
-            super::say(&w);
+            crate::report::err_line(&w);
         }
     }
-    let key_var = super::run::key_var(&config).to_string();
-    if let (Some(url), Ok(home)) = (&args.provider.base_url, super::run::home())
+    let key_var = super::new::key_var(&config).to_string();
+    if let (Some(url), Ok(home)) = (&args.provider.base_url, super::new::home())
         && let Err(e) = super::endpoints::remember(&home, url)
     {
-        crate::report::err_line(&format!("warning: {}", e.message));
+        crate::report::err_line(&format!("warning: {e}"));
     }
-    let protected = super::run::protected_for(&wal, args.config.as_deref(), &config);
+    let protected = super::new::protected_for(&wal, args.config.as_deref(), &config);
     let env = exec_env(&config, &protected, &run.run_id, &wal)?;
     // Resumed elsewhere (the local config asked for the sandbox), the
     // run's container still goes when the run finishes.
@@ -748,10 +750,10 @@ pub async fn resume_chat(args: &ResumeArgs, chat: bool) -> Result<i32, CliError>
         .container()
         .cloned()
         .or_else(|| crate::agent::resume::recorded_container(store.state()));
-    super::say(&format!("log: {}", wal.display()));
+    crate::report::err_line(&format!("log: {}", wal.display()));
     // A `fork --restore` a kill cut short is finished before anything else.
     if let Some(intent) = crate::checkpoint::restore::read_intent(&wal)
-        .map_err(|e| super::run::checkpoint_error("", &e))?
+        .map_err(|e| super::new::checkpoint_error("", &e))?
     {
         super::fork::finish_restore(&wal, &wal, &intent)?;
     }
@@ -776,17 +778,11 @@ pub async fn resume_chat(args: &ResumeArgs, chat: bool) -> Result<i32, CliError>
         signal,
         stopped,
     })?;
-    let result = if agent.state().is_chat() {
-        super::chat::converse(&mut agent).await
-    } else {
-        agent.run().await
-    };
-    let finished = matches!(agent.state().status, Status::Finished(_));
-    let state = agent.state().clone();
-    agent.close();
-    super::remote::finish(replicator, &state);
-    if finished {
-        super::run::remove_container(container.as_ref());
-    }
-    super::finished(result, &wal, &key_var)
+    Ok(super::Opened::Running(Box::new(super::Running {
+        agent,
+        replicator,
+        container,
+        wal,
+        key_var,
+    })))
 }

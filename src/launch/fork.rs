@@ -17,8 +17,8 @@
 //! step's last checkpoint and the intent removed. A rerun (or `resume` of
 //! the fork) finishes a restore a kill cut short.
 
-use super::CliError;
-use super::args::ForkArgs;
+use super::LaunchError;
+use super::request::ForkArgs;
 use crate::checkpoint::{self, restore};
 use crate::event::{Event, ForkedFrom};
 use crate::session::State;
@@ -32,11 +32,11 @@ struct Prefix {
 }
 
 /// Reads the records of `wal` up to the end of step `at`.
-fn read_prefix(wal: &Path, at: u64) -> Result<Prefix, CliError> {
+fn read_prefix(wal: &Path, at: u64) -> Result<Prefix, LaunchError> {
     let meta = std::fs::symlink_metadata(wal)
-        .map_err(|e| CliError::refused(format!("{}: {e}", wal.display())))?;
+        .map_err(|e| LaunchError::refused(format!("{}: {e}", wal.display())))?;
     if !meta.file_type().is_file() {
-        return Err(CliError::refused(format!(
+        return Err(LaunchError::refused(format!(
             "{}: not a regular file",
             wal.display()
         )));
@@ -67,9 +67,9 @@ fn read_prefix(wal: &Path, at: u64) -> Result<Prefix, CliError> {
             done = true;
         }
     })
-    .map_err(|e| CliError::refused(format!("{}: {e}", wal.display())))?;
+    .map_err(|e| LaunchError::refused(format!("{}: {e}", wal.display())))?;
     if let Some(c) = &scan.corruption {
-        return Err(CliError::refused(format!(
+        return Err(LaunchError::refused(format!(
             "{}: corrupt at seq {} (byte offset {}): {}; refusing to fork it",
             wal.display(),
             c.seq,
@@ -78,13 +78,13 @@ fn read_prefix(wal: &Path, at: u64) -> Result<Prefix, CliError> {
         )));
     }
     if frames.is_empty() || state.run.is_none() {
-        return Err(CliError::refused(format!(
+        return Err(LaunchError::refused(format!(
             "{}: the log has no run.started record",
             wal.display()
         )));
     }
     if at > 0 && (!done || saved_step != at) {
-        return Err(CliError::refused(format!(
+        return Err(LaunchError::refused(format!(
             "{}: step {at} is not complete in the log (the last saved step is {})",
             wal.display(),
             state.saved_step
@@ -95,13 +95,13 @@ fn read_prefix(wal: &Path, at: u64) -> Result<Prefix, CliError> {
 
 /// The fork's log: the prefix re-framed, its first record the new
 /// `run.started`.
-fn fork_bytes(prefix: &Prefix, started: &Event) -> Result<Vec<u8>, CliError> {
+fn fork_bytes(prefix: &Prefix, started: &Event) -> Result<Vec<u8>, LaunchError> {
     let mut out = Vec::new();
     let mut prev = 0u32;
     for (i, f) in prefix.frames.iter().enumerate() {
         let event = if i == 0 { started } else { &f.event };
         prev = frame::encode(i as u64 + 1, prev, &f.ts, event, &mut out)
-            .map_err(|e| CliError::new(1, format!("cannot frame record {}: {e}", i + 1)))?;
+            .map_err(|e| LaunchError::failed(format!("cannot frame record {}: {e}", i + 1)))?;
     }
     Ok(out)
 }
@@ -128,7 +128,7 @@ fn is_this_fork(target: &Path, from: &ForkedFrom, records: usize) -> bool {
 }
 
 /// `tinyagent fork <WAL> --at <STEP> [-o <NEW.wal>] [--restore]`.
-pub fn fork(args: &ForkArgs) -> Result<i32, CliError> {
+pub fn fork(args: &ForkArgs) -> Result<i32, LaunchError> {
     let target = make_fork(args)?;
     crate::report::err_line(&format!(
         "forked {} at step {} into {}",
@@ -145,13 +145,13 @@ pub fn fork(args: &ForkArgs) -> Result<i32, CliError> {
 }
 
 /// Makes the fork (and the restore) `args` ask for; gives the new log.
-pub fn make_fork(args: &ForkArgs) -> Result<PathBuf, CliError> {
+pub fn make_fork(args: &ForkArgs) -> Result<PathBuf, LaunchError> {
     let wal = std::fs::canonicalize(&args.wal)
-        .map_err(|e| CliError::refused(format!("{}: {e}", args.wal.display())))?;
-    super::run::check_run_dir(&wal)?;
+        .map_err(|e| LaunchError::refused(format!("{}: {e}", args.wal.display())))?;
+    super::new::check_run_dir(&wal)?;
     let prefix = read_prefix(&wal, args.at)?;
     let Some(Event::RunStarted(original)) = prefix.frames.first().map(|f| &f.event) else {
-        return Err(CliError::refused(format!(
+        return Err(LaunchError::refused(format!(
             "{}: the first record is not run.started",
             wal.display()
         )));
@@ -164,14 +164,14 @@ pub fn make_fork(args: &ForkArgs) -> Result<PathBuf, CliError> {
     let workspace = PathBuf::from(&original.settings.cwd);
     if args.restore {
         if target_tree.is_none() {
-            return Err(CliError::refused(format!(
+            return Err(LaunchError::refused(format!(
                 "{}: no workspace checkpoint up to step {}: nothing to restore to",
                 wal.display(),
                 args.at
             )));
         }
         if !workspace.is_absolute() || !workspace.is_dir() {
-            return Err(CliError::refused(format!(
+            return Err(LaunchError::refused(format!(
                 "the run's workspace {:?} is not an absolute directory",
                 workspace.display().to_string()
             )));
@@ -179,10 +179,10 @@ pub fn make_fork(args: &ForkArgs) -> Result<PathBuf, CliError> {
         // A restore removes files: never across a whole system or home,
         // whatever a log says its workspace was.
         let real = std::fs::canonicalize(&workspace)
-            .map_err(|e| CliError::refused(format!("{}: {e}", workspace.display())))?;
+            .map_err(|e| LaunchError::refused(format!("{}: {e}", workspace.display())))?;
         let home = std::env::var_os("HOME").and_then(|h| std::fs::canonicalize(h).ok());
         if real.parent().is_none() || home.as_deref() == Some(real.as_path()) {
-            return Err(CliError::refused(format!(
+            return Err(LaunchError::refused(format!(
                 "the run's workspace is {}: a restore there is refused",
                 real.display()
             )));
@@ -196,30 +196,30 @@ pub fn make_fork(args: &ForkArgs) -> Result<PathBuf, CliError> {
         wal: Some(wal.display().to_string()),
     };
     let mut started = original.clone();
-    started.run_id = super::run::new_run_id();
+    started.run_id = super::new::new_run_id();
     started.forked_from = Some(from.clone());
     // A fork of a container run gets a container of its own (started when
     // it resumes), never the original's.
     if started.settings.container.is_some() {
-        started.settings.container = Some(crate::tools::container::container_name(&started.run_id));
+        started.settings.container = Some(crate::exec::container::container_name(&started.run_id));
     }
     let target = match &args.output {
-        Some(o) => super::run::absolute_new(o.clone())?,
-        None => super::run::home()?
+        Some(o) => super::new::absolute_new(o.clone())?,
+        None => super::new::home()?
             .join("runs")
             .join(format!("{}.wal", started.run_id)),
     };
     if target == wal {
-        return Err(CliError::refused("the fork must not be the log itself"));
+        return Err(LaunchError::refused("the fork must not be the log itself"));
     }
     // A fork's `.d` someone else made first (or one holding a store
     // tinyagent did not write) is refused before anything is written.
-    super::run::check_run_dir(&target)?;
+    super::new::check_run_dir(&target)?;
     let new_store = checkpoint::store_dir(&target);
     let old_store = checkpoint::store_dir(&wal);
     if target.exists() {
         if !is_this_fork(&target, &from, prefix.frames.len()) {
-            return Err(CliError::refused(format!(
+            return Err(LaunchError::refused(format!(
                 "{} exists: a fork needs a new log",
                 target.display()
             )));
@@ -231,28 +231,28 @@ pub fn make_fork(args: &ForkArgs) -> Result<PathBuf, CliError> {
     } else {
         if let Some(dir) = target.parent() {
             tinyagent_store::fsutil::create_dir_all_durable(dir)
-                .map_err(|e| CliError::new(1, format!("creating {}: {e}", dir.display())))?;
+                .map_err(|e| LaunchError::failed(format!("creating {}: {e}", dir.display())))?;
             tinyagent_store::fsutil::clean_atomic_temps(&target);
         }
         if old_store.join("objects").is_dir() {
             checkpoint::copy_store(&old_store, &new_store, &workspace)
-                .map_err(|e| super::run::checkpoint_error("", &e))?;
+                .map_err(|e| super::new::checkpoint_error("", &e))?;
         }
         // The intent goes before the log: once the fork's log exists, a
         // restore it asked for is never lost (resume finishes it).
         if let (true, Some(tree)) = (args.restore, &target_tree) {
             restore::write_intent(&target, &intent_for(tree, args.at, &workspace))
-                .map_err(|e| CliError::new(1, e.to_string()))?;
+                .map_err(|e| LaunchError::failed(e.to_string()))?;
         }
         let bytes = fork_bytes(&prefix, &Event::RunStarted(started))?;
         tinyagent_store::fsutil::atomic_write(&target, &bytes)
-            .map_err(|e| CliError::new(1, format!("writing {}: {e}", target.display())))?;
+            .map_err(|e| LaunchError::failed(format!("writing {}: {e}", target.display())))?;
     }
     if args.restore
         && let Some(tree) = target_tree
     {
         let intent = intent_for(&tree, args.at, &workspace);
-        restore::write_intent(&target, &intent).map_err(|e| CliError::new(1, e.to_string()))?;
+        restore::write_intent(&target, &intent).map_err(|e| LaunchError::failed(e.to_string()))?;
         finish_restore(&target, &wal, &intent)?;
     }
     Ok(target)
@@ -272,9 +272,9 @@ pub fn finish_restore(
     wal: &Path,
     other: &Path,
     intent: &restore::RestoreIntent,
-) -> Result<(), CliError> {
+) -> Result<(), LaunchError> {
     let workspace = PathBuf::from(&intent.workspace);
-    let mut protected = crate::tools::protected::Protected::none();
+    let mut protected = crate::exec::protected::Protected::none();
     protected.add_log(wal);
     protected.add_log(other);
     let done = restore::restore(
@@ -283,8 +283,8 @@ pub fn finish_restore(
         &intent.tree,
         &protected,
     )
-    .map_err(|e| super::run::checkpoint_error("restoring the workspace", &e))?;
-    restore::clear_intent(wal).map_err(|e| CliError::new(1, e.to_string()))?;
+    .map_err(|e| super::new::checkpoint_error("restoring the workspace", &e))?;
+    restore::clear_intent(wal).map_err(|e| LaunchError::failed(e.to_string()))?;
     crate::report::err_line(&format!(
         "restored {} to step {} ({} paths put back; the state before is kept as tree {})",
         workspace.display(),
@@ -296,12 +296,12 @@ pub fn finish_restore(
 }
 
 /// `tinyagent log diff <WAL> [--step N | --call ID]`.
-pub fn diff(wal: &Path, step: Option<u64>, call: Option<&str>) -> Result<i32, CliError> {
-    super::run::check_run_dir(wal)?;
+pub fn diff(wal: &Path, step: Option<u64>, call: Option<&str>) -> Result<i32, LaunchError> {
+    super::new::check_run_dir(wal)?;
     let loaded = crate::store::load(wal)?;
     let marks = &loaded.state.checkpoints;
     if marks.is_empty() {
-        return Err(CliError::refused(format!(
+        return Err(LaunchError::refused(format!(
             "{}: the log has no workspace checkpoint",
             wal.display()
         )));
@@ -309,7 +309,7 @@ pub fn diff(wal: &Path, step: Option<u64>, call: Option<&str>) -> Result<i32, Cl
     let (from, to) = match (step, call) {
         (_, Some(id)) => {
             let Some(i) = marks.iter().rposition(|m| m.call_id.as_deref() == Some(id)) else {
-                return Err(CliError::refused(format!(
+                return Err(LaunchError::refused(format!(
                     "{}: no checkpoint after call {id} (only calls that can change files have one)",
                     wal.display()
                 )));
@@ -330,7 +330,7 @@ pub fn diff(wal: &Path, step: Option<u64>, call: Option<&str>) -> Result<i32, Cl
         return Ok(0);
     }
     let text = checkpoint::diff(&checkpoint::store_dir(wal), from, &to.tree)
-        .map_err(|e| super::run::checkpoint_error("", &e))?;
+        .map_err(|e| super::new::checkpoint_error("", &e))?;
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(&text);

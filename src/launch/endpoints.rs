@@ -11,7 +11,7 @@
 //! `ANTHROPIC_BASE_URL`), or to one given with `--base-url` now. Without a key
 //! nothing is at stake and nothing is refused.
 
-use super::CliError;
+use super::LaunchError;
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -37,19 +37,16 @@ pub fn known(home: &Path, url: &str) -> bool {
 ///
 /// # Errors
 /// The I/O error, naming the file.
-pub fn remember(home: &Path, url: &str) -> Result<(), CliError> {
+pub fn remember(home: &Path, url: &str) -> Result<(), LaunchError> {
     if known(home, url) {
         return Ok(());
     }
     let path = file(home);
     let fail = |e: std::io::Error| {
-        CliError::new(
-            1,
-            format!(
-                "could not record the model server in {}: {e}",
-                path.display()
-            ),
-        )
+        LaunchError::failed(format!(
+            "could not record the model server in {}: {e}",
+            path.display()
+        ))
     };
     tinyagent_store::fsutil::create_dir_all_durable(home).map_err(fail)?;
     let new = !path.exists();
@@ -76,11 +73,11 @@ pub fn remember(home: &Path, url: &str) -> Result<(), CliError> {
 ///
 /// # Errors
 /// Exit 2, naming the URL, the key variable and the flag that trusts it.
-pub fn check_recorded(home: &Path, url: &str, key_var: &str) -> Result<(), CliError> {
+pub fn check_recorded(home: &Path, url: &str, key_var: &str) -> Result<(), LaunchError> {
     if known(home, url) {
         return Ok(());
     }
-    Err(CliError::refused(format!(
+    Err(LaunchError::refused(format!(
         "the log names the model server {url}, which no run on this machine was given: the key \
          in ${key_var} would be sent there. If you trust it, resume with --base-url {url}"
     )))
@@ -106,7 +103,10 @@ mod tests {
         let mode = std::fs::metadata(file(&home)).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
         let err = check_recorded(&home, "https://evil.example/v1", "OPENAI_API_KEY").unwrap_err();
-        assert_eq!(err.code, 2);
-        assert!(err.message.contains("--base-url https://evil.example/v1"));
+        assert!(err.is_refusal());
+        assert!(
+            err.to_string()
+                .contains("--base-url https://evil.example/v1")
+        );
     }
 }

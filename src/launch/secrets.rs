@@ -19,13 +19,12 @@
 //! neither `environ` nor `mem`, and cannot ptrace it. Root can still read
 //! both; a sandboxed tool cannot see the agent's `/proc` at all.
 //!
-//! Children are scrubbed as well ([`crate::tools::env::scrub_keys`]), for
+//! Children are scrubbed as well ([`crate::exec::env::scrub_keys`]), for
 //! key variables that reach the agent some other way (a library caller that
 //! never went through [`isolate`]).
 
-use super::CliError;
-use super::args::Command;
-use crate::tools::env::{KEY_FD_VAR, is_key_var};
+use super::LaunchError;
+use crate::exec::env::{KEY_FD_VAR, is_key_var};
 use std::ffi::{OsStr, OsString};
 use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;
@@ -52,44 +51,35 @@ pub fn key(name: &str) -> Option<String> {
     handed.or_else(|| std::env::var(name).ok())
 }
 
-/// The variables a command names as holding its API key besides the
-/// `*_API_KEY` ones: `--api-key-env`, else what the config file (`run`) or
-/// the log (`resume`) names. Best effort: a config or log that cannot be read
-/// is reported by the command itself.
-pub fn named_key_vars(command: &Command) -> Vec<String> {
-    let named = match command {
-        Command::Run(a) => a.provider.api_key_env.clone().or_else(|| {
-            crate::config::Config::load(a.config.as_deref())
+/// The variables a new run names as holding its API key besides the
+/// `*_API_KEY` ones: `--api-key-env`, else what the config file names.
+/// Best effort: a config that cannot be read is reported by the command
+/// itself.
+pub fn named_for_run(args: &super::request::RunOptions) -> Vec<String> {
+    args.provider
+        .api_key_env
+        .clone()
+        .or_else(|| {
+            crate::config::Config::load(args.config.as_deref())
                 .ok()
                 .and_then(|c| c.model.api_key_env)
-        }),
-        Command::Chat(a) if a.resume.is_none() => {
-            a.opts.provider.api_key_env.clone().or_else(|| {
-                crate::config::Config::load(a.opts.config.as_deref())
-                    .ok()
-                    .and_then(|c| c.model.api_key_env)
-            })
-        }
-        Command::Chat(a) => {
-            return with_recorded(
-                a.opts.provider.api_key_env.clone(),
-                &super::args::ResumeArgs {
-                    path: a.resume.clone(),
-                    ..super::args::ResumeArgs::default()
-                },
-            );
-        }
-        Command::Resume(a) => return with_recorded(a.provider.api_key_env.clone(), a),
-        _ => None,
-    };
-    named.into_iter().filter(|n| !n.is_empty()).collect()
+        })
+        .into_iter()
+        .filter(|n| !n.is_empty())
+        .collect()
+}
+
+/// The variables a resume names as holding its API key: `--api-key-env`,
+/// and every one the log recorded ([`with_recorded`]).
+pub fn named_for_resume(args: &super::request::ResumeArgs) -> Vec<String> {
+    with_recorded(args.provider.api_key_env.clone(), args)
 }
 
 /// A resume's key variables: the one it names now (`--api-key-env`) and
 /// every one the run named before (`run`, each earlier `resume`), so that a
 /// key given to an earlier part of the run is kept from this part's children
 /// as well.
-fn with_recorded(flag: Option<String>, args: &super::args::ResumeArgs) -> Vec<String> {
+fn with_recorded(flag: Option<String>, args: &super::request::ResumeArgs) -> Vec<String> {
     let mut names: Vec<String> = flag.into_iter().filter(|n| !n.is_empty()).collect();
     for var in super::resume::recorded_key_envs(args) {
         if !names.contains(&var) {
@@ -102,12 +92,11 @@ fn with_recorded(flag: Option<String>, args: &super::args::ResumeArgs) -> Vec<St
 /// Takes the key variables out of the environment (re-executing when one
 /// is there; see the module doc) and makes the process non-dumpable. On
 /// success it returns in the process that goes on with the command.
-pub fn isolate(named: &[String]) -> Result<(), CliError> {
+pub fn isolate(named: &[String]) -> Result<(), LaunchError> {
     let fail = |what: &str, e: io::Error| {
-        CliError::new(
-            1,
-            format!("cannot keep the API keys from the tools: {what}: {e}"),
-        )
+        LaunchError::failed(format!(
+            "cannot keep the API keys from the tools: {what}: {e}"
+        ))
     };
     let mut keys = match std::env::var_os(KEY_FD_VAR) {
         Some(fd) => receive(&fd).map_err(|e| {
