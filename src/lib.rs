@@ -81,6 +81,7 @@ pub mod mcp;
 pub mod model;
 pub mod replicate;
 pub mod report;
+pub mod rundir;
 pub mod runtime;
 pub mod session;
 pub mod signals;

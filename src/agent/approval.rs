@@ -59,9 +59,7 @@ pub struct Answer {
 
 /// The run's channel directory: `<wal>.d/approvals`.
 pub fn channel_dir(wal: &Path) -> PathBuf {
-    let mut s = wal.as_os_str().to_owned();
-    s.push(".d");
-    PathBuf::from(s).join("approvals")
+    crate::rundir::RunDir::of(wal).approvals()
 }
 
 /// The answer file of one call. The name is derived (the call id comes

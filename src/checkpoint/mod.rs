@@ -67,8 +67,7 @@ pub fn max_file_bytes() -> u64 {
 
 /// The checkpoint store of a log: `<wal>.d/checkpoints.git`.
 pub fn store_dir(wal: &Path) -> PathBuf {
-    // Absolute: git runs in the workspace, not where the path was given.
-    trust::run_dir(wal).join("checkpoints.git")
+    crate::rundir::RunDir::of(wal).checkpoints()
 }
 
 pub use crate::event::Oversized;

@@ -23,9 +23,7 @@ pub struct RestoreIntent {
 
 /// The restore intent file of a log.
 pub fn intent_path(wal: &Path) -> PathBuf {
-    let mut s = wal.as_os_str().to_owned();
-    s.push(".d");
-    PathBuf::from(s).join("restore.json")
+    crate::rundir::RunDir::of(wal).restore_intent()
 }
 
 /// Writes the intent durably (before the workspace is touched).

@@ -76,10 +76,7 @@ fn untrusted(path: &Path, why: impl Into<String>) -> Untrusted {
 
 /// `<wal>.d` (absolute).
 pub fn run_dir(wal: &Path) -> PathBuf {
-    let wal = std::path::absolute(wal).unwrap_or_else(|_| wal.to_path_buf());
-    let mut s = wal.into_os_string();
-    s.push(".d");
-    PathBuf::from(s)
+    crate::rundir::RunDir::of(wal).path().to_path_buf()
 }
 
 /// Checks the run directory of the log `wal` (`<wal>.d`), with the

@@ -194,9 +194,7 @@ pub fn container_name(run_id: &str) -> String {
 
 /// The directory of a log's background output in the container environment.
 pub fn output_dir(wal: &Path) -> PathBuf {
-    let mut s = wal.as_os_str().to_owned();
-    s.push(".out");
-    PathBuf::from(s)
+    crate::rundir::container_output(wal)
 }
 
 fn trimmed(bytes: &[u8]) -> String {

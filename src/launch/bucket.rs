@@ -35,7 +35,7 @@ pub struct Sidecar {
 }
 
 fn sidecar_path(wal: &Path) -> PathBuf {
-    super::new::process_dir(wal).join("replicate.json")
+    crate::rundir::RunDir::of(wal).replication()
 }
 
 /// The line `$TINYAGENT_HOME/endpoints` holds for a sidecar this machine

@@ -555,9 +555,7 @@ pub fn checkpoint_error(what: &str, e: &crate::checkpoint::CheckpointError) -> L
 
 /// Directory for background process output beside the log.
 pub fn process_dir(wal: &Path) -> PathBuf {
-    let mut s = wal.as_os_str().to_owned();
-    s.push(".d");
-    PathBuf::from(s)
+    crate::rundir::RunDir::of(wal).path().to_path_buf()
 }
 
 pub fn store_options(config: &RunConfig) -> StoreOptions {

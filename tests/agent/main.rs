@@ -19,6 +19,7 @@ mod compaction_resume_e2e;
 mod container;
 mod hooks_e2e;
 mod instructions_e2e;
+mod launch_refusals;
 mod log_cli_bench;
 mod log_cli_inspect;
 mod log_cli_inspect_memory;

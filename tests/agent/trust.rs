@@ -4,37 +4,11 @@
 //! numbers from flags, config and servers are checked at the door.
 
 use crate::support::contract;
-use crate::support::e2e::{self, Sandbox, output, stderr};
+use crate::support::e2e::{self, Sandbox, forge_run_started, output, stderr};
 use crate::support::mock::{MockReply, MockServer};
 use crate::support::require;
 use serde_json::json;
 use std::process::Command;
-use tinyagent::event::Event;
-
-/// Rewrites the log's `run.started` through the store (valid CRCs, as a
-/// forger with write access would make), keeping every later record.
-fn forge_run_started(wal: &std::path::Path, edit: impl FnOnce(&mut tinyagent::event::RunStarted)) {
-    let loaded = tinyagent::store::load(wal).expect("load");
-    let mut events: Vec<Event> = Vec::new();
-    tinyagent_store::wal::reader::scan::<Event>(wal, None, |frame, _| {
-        events.push(frame.event.clone())
-    })
-    .expect("scan");
-    drop(loaded);
-    if let Some(Event::RunStarted(r)) = events.first_mut() {
-        edit(r);
-    }
-    let _ = std::fs::remove_file(wal);
-    for f in ["snapshot", "snapshot.bak"] {
-        let _ = std::fs::remove_file(format!("{}.{f}", wal.display()));
-    }
-    let mut store = tinyagent::store::Store::create(wal, tinyagent::store::StoreOptions::default())
-        .expect("create");
-    for ev in events {
-        store.append(ev).expect("append");
-    }
-    store.close().expect("close");
-}
 
 fn crashed_run(sb: &Sandbox, server: &MockServer, toml: &str) {
     let mut cmd = sb.run_cmd_cfg(&server.base_url(), "trust", toml);

@@ -139,3 +139,53 @@ pub fn host_tempdir() -> tempfile::TempDir {
     };
     tempfile::tempdir_in(base).expect("host temp dir")
 }
+
+/// Rewrites the log's `run.started` through the store (valid CRCs, as a
+/// forger with write access would make), keeping every later record.
+pub fn forge_run_started(
+    wal: &std::path::Path,
+    edit: impl FnOnce(&mut tinyagent::event::RunStarted),
+) {
+    let loaded = tinyagent::store::load(wal).expect("load");
+    let mut events: Vec<tinyagent::event::Event> = Vec::new();
+    tinyagent_store::wal::reader::scan::<tinyagent::event::Event>(wal, None, |frame, _| {
+        events.push(frame.event.clone())
+    })
+    .expect("scan");
+    drop(loaded);
+    if let Some(tinyagent::event::Event::RunStarted(r)) = events.first_mut() {
+        edit(r);
+    }
+    let _ = std::fs::remove_file(wal);
+    for f in ["snapshot", "snapshot.bak"] {
+        let _ = std::fs::remove_file(format!("{}.{f}", wal.display()));
+    }
+    let mut store = tinyagent::store::Store::create(wal, tinyagent::store::StoreOptions::default())
+        .expect("create");
+    for ev in events {
+        store.append(ev).expect("append");
+    }
+    store.close().expect("close");
+}
+
+/// Every file and directory under `dir` with its mode and, for a file, its
+/// bytes: what "nothing changed" is compared on.
+pub fn tree_state(dir: &Path) -> std::collections::BTreeMap<PathBuf, (u32, Option<Vec<u8>>)> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            let meta = std::fs::symlink_metadata(&p).unwrap();
+            let mode = meta.permissions().mode();
+            if meta.is_dir() {
+                stack.push(p.clone());
+                out.insert(p, (mode, None));
+            } else {
+                out.insert(p.clone(), (mode, std::fs::read(&p).ok()));
+            }
+        }
+    }
+    out
+}

@@ -1,6 +1,8 @@
 //! Test-only seams: switches that crash and fault tests flip from outside
-//! the process through environment variables. They stay in release builds
-//! because the crash tests drive the release binary.
+//! the process through environment variables. The variables are read only
+//! with the `failpoints` feature, which the test builds enable (the root
+//! package's dev-dependencies) and no other build does: a binary built for
+//! use never reads them, and holds none of their names (`.ci/run` checks).
 //!
 //! - `TINYAGENT_CRASH_AFTER=<record type>:<n>`: SIGKILL the process right
 //!   after the n-th record of that type it appended is durable.
@@ -16,8 +18,10 @@
 use crate::wal::fs::{FaultPlan, FaultPlanError};
 
 /// `TINYAGENT_CRASH_AFTER`.
+#[cfg(feature = "failpoints")]
 const CRASH_AFTER_ENV: &str = "TINYAGENT_CRASH_AFTER";
 /// `TINYAGENT_CRASH_IN_SNAPSHOT`.
+#[cfg(feature = "failpoints")]
 const CRASH_IN_SNAPSHOT_ENV: &str = "TINYAGENT_CRASH_IN_SNAPSHOT";
 
 /// Crash right after the `nth` durable record of type `kind`.
@@ -53,10 +57,25 @@ pub struct TestSeams {
 
 impl TestSeams {
     /// Reads the three variables. Only a fault plan that does not parse is
-    /// an error; a malformed crash seam is ignored.
+    /// an error; a malformed crash seam is ignored. Without the
+    /// `failpoints` feature nothing is read: every seam is off.
     ///
     /// # Errors
     /// When `TINYAGENT_FAULTS` is set and does not parse.
+    #[cfg(not(feature = "failpoints"))]
+    #[allow(
+        clippy::unnecessary_wraps,
+        reason = "the same signature as with failpoints"
+    )]
+    pub fn from_env() -> Result<TestSeams, FaultPlanError> {
+        Ok(TestSeams::default())
+    }
+
+    /// Reads the three variables (see above).
+    ///
+    /// # Errors
+    /// When `TINYAGENT_FAULTS` is set and does not parse.
+    #[cfg(feature = "failpoints")]
     pub fn from_env() -> Result<TestSeams, FaultPlanError> {
         Ok(TestSeams {
             faults: FaultPlan::from_env()?,

@@ -14,6 +14,7 @@
 use std::io;
 
 /// Environment variable read by [`FaultPlan::from_env`].
+#[cfg(feature = "failpoints")]
 const FAULTS_ENV: &str = "TINYAGENT_FAULTS";
 
 /// What the log writer needs from its file.
@@ -131,6 +132,8 @@ impl FaultPlan {
     }
 
     /// Reads `TINYAGENT_FAULTS`; `Ok(None)` when it is unset or empty.
+    /// Only with the `failpoints` feature, which the test builds enable.
+    #[cfg(feature = "failpoints")]
     pub fn from_env() -> Result<Option<FaultPlan>, FaultPlanError> {
         match std::env::var(FAULTS_ENV) {
             Ok(spec) if !spec.trim().is_empty() => FaultPlan::parse(&spec).map(Some),
