@@ -10,7 +10,8 @@
 //! The storage core is its own crate, `tinyagent-store` (log framing,
 //! fail-stop writer, streaming reader, snapshots, the store), generic over a
 //! record and a fold. This crate gives it its record and its fold and builds
-//! the agent on top:
+//! the agent on top. The layers, bottom to top; each imports only those
+//! below it (`layering.rs` checks):
 //!
 //! - [`kinds`]: the small enums every layer names (provider, environment,
 //!   engine, approvals, hook failure), importing nothing of the crate.
@@ -22,48 +23,55 @@
 //!   pure `State::apply` used live and on replay; the plan's rules and
 //!   rendering.
 //! - [`store`]: the `tinyagent-store` crate instantiated with
-//!   [`event::Event`] and [`session::State`].
+//!   [`event::Event`] and [`session::State`]; [`rundir`]: the files beside a
+//!   log, named in one place.
 //! - [`config`]: one validated [`config::RunConfig`] for the three sources
 //!   of a run's settings (flags, `tinyagent.toml`, the log's `run.started`),
 //!   and the raw TOML file.
-//! - [`model`]: the model providers (OpenAI-compatible Chat Completions,
-//!   Anthropic Messages, an offline script), retries and SSE.
+//! - [`exec`]: host execution: the environments (local, bubblewrap sandbox,
+//!   a podman/docker container per run that outlives the agent), foreground
+//!   process groups (held until recorded, stopped on a signal, found again
+//!   after a kill), every child detached from the agent (its own session, no
+//!   inherited descriptor), key scrubbing, the run's protected files.
 //! - [`tools`]: the [`tools::Tool`] trait, one file per built-in tool, the
 //!   registry that advertises them and derives what is mutating and what may
-//!   be re-run on resume, the execution environments (local, bubblewrap
-//!   sandbox, a podman/docker container per run that outlives the agent),
-//!   foreground process groups (held until recorded, stopped on a
-//!   signal, found again after a kill), background processes, workspace
-//!   confinement and the run's protected files.
+//!   be re-run on resume, background processes, workspace confinement.
+//! - [`model`]: the model providers (OpenAI-compatible Chat Completions,
+//!   Anthropic Messages, an offline script), retries and SSE.
+//! - [`checkpoint`]: workspace checkpoints in a shadow git store beside the
+//!   log (`<wal>.d/checkpoints.git`), what such a store may hold before git
+//!   is run on it, their diffs, restoring a workspace, copying a store for a
+//!   fork.
 //! - [`mcp`]: Model Context Protocol servers over stdio as tool sources:
 //!   each server tool becomes a [`tools::Tool`] named `<server>__<tool>`,
 //!   read-only only when the server says `readOnlyHint`; their list is
-//!   recorded in `run.started` and checked again on resume.
-//! - [`agent`]: the loop (persist the intent, act, persist the result), the
-//!   one call runner every call goes through (pre hook, `tool.started`, run,
-//!   post hook, `tool.result`, plan update), compaction of the model's view,
-//!   hooks, what resume does to a stopped run, and what the run prints.
-//! - [`report`]: everything a run prints: best-effort lines on stdout and
-//!   stderr, the `--json` event stream, and the live human view.
-//! - [`checkpoint`]: workspace checkpoints in a shadow git store beside the
-//!   log (`<wal>.d/checkpoints.git`), their diffs, restoring a workspace,
-//!   copying a store for a fork.
-//! - [`signals`]: SIGINT, SIGTERM and SIGHUP, which stop a run cleanly.
-//! - [`runtime`]: the current-thread tokio runtime commands run on, and
-//!   [`runtime::blocking`] for the synchronous work (tools, hooks) in it.
-//! - [`cli`]: the command line: `run` and `resume` as stages (resolve and
-//!   check everything, then touch the disk), `log inspect/verify/repair/
-//!   export/import`, `bench save`, `demo`, exit codes.
+//!   recorded in `run.started` and checked again on resume; calls time out
+//!   and a message over 16 MiB is refused.
 //! - [`replicate`]: the log and checkpoint store shipped to S3-compatible
 //!   storage after each sync point (sync or async), a fenced single writer
 //!   per run, and a run fetched from a bucket onto a new machine.
-//! - [`bench`]: the save-cost benchmark and the synthetic runs it measures.
-//! - `trajectory`: whole-file trajectory JSON (schema v1 and v2) to and from
-//!   a log.
-//! - `text`: the string shorteners every human-facing line uses.
+//! - [`report`]: everything a run prints: best-effort lines on stdout and
+//!   stderr, the `--json` event stream, and the live human view.
+//! - [`agent`]: the loop (persist the intent, act, persist the result), the
+//!   one call runner every call goes through (pre hook, `tool.started`, run,
+//!   post hook, `tool.result`, plan update), compaction of the model's view,
+//!   hooks, approvals, what resume does to a stopped run.
+//! - [`launch`]: how a run is assembled, for every origin (a new task, a
+//!   log, a trajectory, a bucket, a fork): every check first, then the side
+//!   effects in one order, then the shared tail ([`launch::Running`]).
+//! - [`cli`]: the command line: thin commands mapping flags to a launch (or
+//!   a look at a log: `log inspect/verify/repair/export/import/diff`,
+//!   `sessions`, `approve`, `demo`, `bench save`) and the outcome to an exit
+//!   code.
+//! - [`signals`]: SIGINT, SIGTERM and SIGHUP, which stop a run cleanly;
+//!   [`runtime`]: the current-thread tokio runtime commands run on, and
+//!   [`runtime::blocking`] for the synchronous work (tools, hooks) in it.
+//! - [`bench`]: the save-cost benchmark and the synthetic runs it measures;
+//!   `trajectory`: whole-file trajectory JSON (schema v1 and v2) to and from
+//!   a log; `text`: the string shorteners every human-facing line uses.
 
-// One audited exception: setting the parent-death signal of a foreground
-// command's process before it execs (src/tools/group.rs).
+// Audited exceptions, each with its SAFETY note: what a forked child does
+// before it execs (src/exec/group.rs, src/exec/host.rs).
 #![deny(unsafe_code)]
 
 pub mod agent;

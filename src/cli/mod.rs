@@ -175,7 +175,7 @@ fn named_key_vars(command: &Command) -> Vec<String> {
 
 /// Runs a parsed command line and returns the exit code. For `run` and
 /// `resume` the API keys are first taken out of the environment, which may
-/// re-execute the process (see [`secrets`]): call this before any thread
+/// re-execute the process (see [`crate::launch::secrets`]): call this before any thread
 /// starts.
 pub fn main(mut cli: Cli) -> i32 {
     if let Command::Resume(a) = &mut cli.command

@@ -58,7 +58,7 @@ pub fn sessions(url: &str, json: bool, out: &mut dyn Write) -> Result<i32, CliEr
                 updated: Some(m.updated),
                 error: None,
             },
-            Err(e) if e.refused && e.message.contains("no run stored") => continue,
+            Err(fetch::FetchError::NotStored(_)) => continue,
             Err(e) => Row {
                 url: format!("{}/{run_id}", settings.url),
                 run_id,
@@ -71,7 +71,7 @@ pub fn sessions(url: &str, json: bool, out: &mut dyn Write) -> Result<i32, CliEr
                 epoch: 0,
                 log_bytes: 0,
                 updated: None,
-                error: Some(e.message),
+                error: Some(e.to_string()),
             },
         };
         rows.push(row);

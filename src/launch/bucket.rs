@@ -110,8 +110,8 @@ pub fn reattach(
     sc: &Sidecar,
     run_id: &str,
     args: &ResumeArgs,
+    local: &Config,
 ) -> Result<Replicator, LaunchError> {
-    let local = Config::load(args.config.as_deref())?;
     let mode = args.replicate_mode.as_deref().unwrap_or(&sc.mode);
     let settings = Settings::resolve(Some(&sc.url), Some(mode), &local.replicate)
         .map_err(LaunchError::refused)?
@@ -150,10 +150,10 @@ pub fn is_bucket(path: &Path) -> bool {
 }
 
 fn from_fetch(e: FetchError) -> LaunchError {
-    if e.refused {
-        LaunchError::Refused(e.message)
+    if e.is_refusal() {
+        LaunchError::Refused(e.to_string())
     } else {
-        LaunchError::Failed(e.message)
+        LaunchError::Failed(e.to_string())
     }
 }
 
@@ -264,9 +264,12 @@ pub struct Staged {
 ///
 /// # Errors
 /// As described.
-pub fn stage_for_resume(args: &ResumeArgs, spec: &str) -> Result<Staged, LaunchError> {
+pub fn stage_for_resume(
+    args: &ResumeArgs,
+    spec: &str,
+    local: &Config,
+) -> Result<Staged, LaunchError> {
     let (url, run_id) = fetch::parse_run_url(spec).map_err(LaunchError::refused)?;
-    let local = Config::load(args.config.as_deref())?;
     let settings = Settings::resolve(
         Some(&url.to_string()),
         args.replicate_mode.as_deref(),

@@ -30,6 +30,8 @@ pub struct RunPlan {
     /// Lines for the person about the run's set-up (instruction files not
     /// read or cut), printed when the run starts.
     pub notes: Vec<String>,
+    /// The local config, read once.
+    pub file: Config,
 }
 
 pub(super) fn new_run_id() -> String {
@@ -284,11 +286,8 @@ pub fn tool_set(opts: ToolSetOptions, mcp: &McpServers) -> Result<ToolSet, Launc
 
 /// Stage 2: a new run's identity, log path and first record. The MCP
 /// servers are started last, once every other check has passed.
-pub fn new_run(
-    args: &RunArgs,
-    config: RunConfig,
-    mcp: &McpSection,
-) -> Result<RunPlan, LaunchError> {
+pub fn new_run(args: &RunArgs, config: RunConfig, file: Config) -> Result<RunPlan, LaunchError> {
+    let mcp = &file.mcp;
     if args.task.trim().is_empty() && !config.chat {
         return Err(LaunchError::refused("the task is empty"));
     }
@@ -370,6 +369,7 @@ pub fn new_run(
         tools,
         json: args.json,
         notes,
+        file,
     })
 }
 
@@ -378,7 +378,7 @@ pub fn plan_run(args: &RunArgs, chat: bool) -> Result<RunPlan, LaunchError> {
     let file = Config::load(args.config.as_deref())?;
     let mut config = resolve(args, &file)?;
     config.chat = chat;
-    new_run(args, config, &file.mcp)
+    new_run(args, config, file)
 }
 
 /// The API key from the named variable (or the provider's usual one), as it
@@ -605,11 +605,10 @@ pub fn open(args: &RunArgs, chat: bool) -> Result<super::Running, LaunchError> {
     };
     // The run's manifest is created in the bucket before its log exists:
     // nothing of the run is acknowledged before replication holds it.
-    let file = Config::load(args.config.as_deref())?;
     let replicator = super::bucket::start_for_run(
         args.replicate.as_deref(),
         args.replicate_mode.as_deref(),
-        &file,
+        &plan.file,
         &plan.wal,
         &plan.started,
     )?;

@@ -332,10 +332,13 @@ fn check_flags(args: &ResumeArgs) -> Result<(), LaunchError> {
 /// run less confined than the log recorded: hooks come from the local config
 /// only (a log naming hooks it lacks is refused unless `--no-hooks`), and
 /// the environment is the more confined of the log's and the local one.
-fn config_for(run: &RunStarted, args: &ResumeArgs) -> Result<RunConfig, LaunchError> {
+fn config_for(
+    run: &RunStarted,
+    args: &ResumeArgs,
+    local: &Config,
+) -> Result<RunConfig, LaunchError> {
     let cwd = std::env::current_dir()
         .map_err(|e| LaunchError::failed(format!("no current directory: {e}")))?;
-    let local = Config::load(args.config.as_deref())?;
     let mut config = RunConfig::from_started(run, &cwd)?;
     let m = &mut config.model;
     let flags = &args.provider;
@@ -372,7 +375,7 @@ fn config_for(run: &RunStarted, args: &ResumeArgs) -> Result<RunConfig, LaunchEr
              like one (it would be sent to the model server); give --api-key-env to choose"
         )));
     }
-    config.hooks = local_hooks(&config.hooks, &local, args.no_hooks)?;
+    config.hooks = local_hooks(&config.hooks, local, args.no_hooks)?;
     // A run that asked keeps asking; the local config or --approve may
     // start asking. The allow rules are the local config's only: a log's
     // word never lets a call run unasked.
@@ -570,6 +573,7 @@ fn check_staged(
     staged: &super::bucket::Staged,
     args: &ResumeArgs,
     chat: bool,
+    local: &Config,
 ) -> Result<(), LaunchError> {
     let mut first = staged.run.clone();
     first.settings.cwd = staged.workspace.display().to_string();
@@ -582,7 +586,6 @@ fn check_staged(
     if first.settings.chat {
         super::need_terminal("resuming a chat")?;
     }
-    let local = Config::load(args.config.as_deref())?;
     let unplaced = ResumeArgs {
         session: super::request::SessionFlags {
             cwd: None,
@@ -590,7 +593,7 @@ fn check_staged(
         },
         ..args.clone()
     };
-    let config = config_for(&first, &unplaced)?;
+    let config = config_for(&first, &unplaced, local)?;
     let protected = super::new::protected_for(&staged.wal, args.config.as_deref(), &config);
     let mcp = super::new::start_mcp(&local.mcp, &config, &protected)?;
     tools_for(&first, &mcp)?;
@@ -604,13 +607,16 @@ pub fn open(args: &ResumeArgs, chat: bool) -> Result<super::Opened, LaunchError>
     // Every check of flags, config and tool set comes before the log is
     // locked, a torn tail cut or a trajectory imported.
     check_flags(args)?;
+    // The local config, read once: hooks, environment, MCP servers and
+    // replication come from it, never from the log.
+    let local = Config::load(args.config.as_deref())?;
     // A run in a bucket is fetched, checked and taken over first; from then
     // on it is resumed like a local log, in the workspace it was restored to.
     let (fetched, local_args);
     let args = if is_bucket(args.log()) {
         let spec = args.log().to_string_lossy().to_string();
-        let staged = super::bucket::stage_for_resume(args, &spec)?;
-        check_staged(&staged, args, chat)?;
+        let staged = super::bucket::stage_for_resume(args, &spec, &local)?;
+        check_staged(&staged, args, chat, &local)?;
         let f = staged.take_over()?;
         local_args = ResumeArgs {
             path: Some(f.wal.clone()),
@@ -657,27 +663,31 @@ pub fn open(args: &ResumeArgs, chat: bool) -> Result<super::Opened, LaunchError>
     }
     // With no MCP server on either side the tool set is known before the
     // workspace is: it is checked first.
-    let local = Config::load(args.config.as_deref())?;
     if first.mcp_tools.is_empty() && local.mcp.servers.values().all(|s| s.enabled == Some(false)) {
         tools_for(&first, &McpServers::default())?;
     }
     confirm_workspace(&mut source, &mut first, args)?;
-    let first_config = config_for(&first, args)?;
+    let config = config_for(&first, args, &local)?;
     // The servers run (in the workspace) from here until the run ends.
     let wal = match &source {
         Source::Log(wal) => wal,
         Source::Trajectory(t) => &t.wal,
     };
-    let protected = super::new::protected_for(wal, args.config.as_deref(), &first_config);
-    let mcp = super::new::start_mcp(&local.mcp, &first_config, &protected)?;
-    tools_for(&first, &mcp)?;
-    let mut options = store_options(&first_config);
+    let protected = super::new::protected_for(wal, args.config.as_deref(), &config);
+    let mcp = super::new::start_mcp(&local.mcp, &config, &protected)?;
+    let tools = tools_for(&first, &mcp)?;
+    drop(mcp);
+    let mut options = store_options(&config);
     options.seams = test_seams()?;
     let replicator = match (fetched, &sidecar, &source) {
         (Some(f), _, _) => Some(crate::replicate::Replicator::resume(f.taken, &f.wal)),
-        (None, Some(sc), Source::Log(wal)) => {
-            Some(super::bucket::reattach(wal, sc, &first.run_id, args)?)
-        }
+        (None, Some(sc), Source::Log(wal)) => Some(super::bucket::reattach(
+            wal,
+            sc,
+            &first.run_id,
+            args,
+            &local,
+        )?),
         _ => None,
     };
     options.on_sync = replicator.as_ref().map(crate::replicate::Replicator::hook);
@@ -699,7 +709,8 @@ pub fn open(args: &ResumeArgs, chat: bool) -> Result<super::Opened, LaunchError>
     if let Some(r) = &replicator {
         r.catch_up(store.end()).map_err(LaunchError::failed)?;
     }
-    let stopped = crate::agent::resume::stop_leftovers(store.state(), None);
+    // The record the checks were made of is the one the log holds (read
+    // again under its lock).
     let mut run = store.state().run.clone().ok_or_else(|| {
         LaunchError::refused(format!(
             "{}: the log has no run.started record",
@@ -709,9 +720,14 @@ pub fn open(args: &ResumeArgs, chat: bool) -> Result<super::Opened, LaunchError>
     if let Some(cwd) = &moved_to {
         run.settings.cwd.clone_from(cwd);
     }
-    let config = config_for(&run, args)?;
-    let tools = tools_for(&run, &mcp)?;
-    drop(mcp);
+    if run != first {
+        return Err(LaunchError::refused(format!(
+            "{}: the log's first record changed while it was being opened; nothing was \
+             resumed",
+            wal.display()
+        )));
+    }
+    let stopped = crate::agent::resume::stop_leftovers(store.state(), None);
     let mut out = Output::new(args.json);
     out.set_color(args.color.on());
     report_open(&out, &report);

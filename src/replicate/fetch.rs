@@ -15,26 +15,32 @@ use object_store::{PutMode, UpdateVersion};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-/// Why a fetch did not happen: `refused` for what the bucket holds (exit
-/// 2), else a failure to reach it (exit 1).
-#[derive(Debug, Clone)]
-pub struct FetchError {
-    pub refused: bool,
-    pub message: String,
+/// Why a fetch did not happen.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum FetchError {
+    /// The bucket holds no run by that id (no manifest).
+    #[error("{0}")]
+    NotStored(String),
+    /// What the bucket holds is not taken: forged, inconsistent, or held by
+    /// another writer the caller may not displace.
+    #[error("{0}")]
+    Refused(String),
+    /// The bucket could not be reached or read.
+    #[error("{0}")]
+    Failed(String),
 }
 
 impl FetchError {
     fn refused(m: impl Into<String>) -> FetchError {
-        FetchError {
-            refused: true,
-            message: m.into(),
-        }
+        FetchError::Refused(m.into())
     }
     fn failed(m: impl Into<String>) -> FetchError {
-        FetchError {
-            refused: false,
-            message: m.into(),
-        }
+        FetchError::Failed(m.into())
+    }
+    /// Whether the bucket's content was refused (or is not there), rather
+    /// than the bucket failing.
+    pub fn is_refusal(&self) -> bool {
+        !matches!(self, FetchError::Failed(_))
     }
 }
 
@@ -81,7 +87,7 @@ pub fn manifest(bucket: &Bucket, run_id: &str) -> Result<(Manifest, UpdateVersio
     let (bytes, version) = match bucket.get(&key) {
         Ok(x) => x,
         Err(BucketError::NotFound) => {
-            return Err(FetchError::refused(format!(
+            return Err(FetchError::NotStored(format!(
                 "{}/{run_id}: no run stored there (no {MANIFEST})",
                 bucket.url
             )));

@@ -101,7 +101,7 @@ fn client(w: &Weed, url: &str) -> tinyagent::replicate::bucket::Bucket {
 fn bucket_log(w: &Weed, url: &str, run_id: &str) -> Vec<u8> {
     let scratch = tempfile::tempdir().unwrap();
     tinyagent::replicate::fetch::fetch(&client(w, url), run_id, scratch.path())
-        .unwrap_or_else(|e| panic!("fetch: {}", e.message))
+        .unwrap_or_else(|e| panic!("fetch: {e}"))
         .log
 }
 
@@ -792,7 +792,7 @@ fn a_resume_from_the_bucket_the_local_config_refuses_takes_nothing_over() {
     let id = stop_in_long_call(&one, run_cmd(&one, w, &server.base_url(), &url, hooked));
     let bucket = client(w, &url);
     let (before, _) = tinyagent::replicate::fetch::manifest(&bucket, &id)
-        .unwrap_or_else(|e| panic!("manifest: {}", e.message));
+        .unwrap_or_else(|e| panic!("manifest: {e}"));
     let two = Sandbox::new();
     std::fs::write(two.ws().join("mine.txt"), "the person's\n").unwrap();
     std::fs::remove_file(two.ws().join("mine.txt")).unwrap();
@@ -805,7 +805,7 @@ fn a_resume_from_the_bucket_the_local_config_refuses_takes_nothing_over() {
         stderr(&out)
     );
     let (after, _) = tinyagent::replicate::fetch::manifest(&bucket, &id)
-        .unwrap_or_else(|e| panic!("manifest: {}", e.message));
+        .unwrap_or_else(|e| panic!("manifest: {e}"));
     assert_eq!(
         (&after.writer, after.epoch),
         (&before.writer, before.epoch),
@@ -829,6 +829,6 @@ fn a_resume_from_the_bucket_the_local_config_refuses_takes_nothing_over() {
     let out = output(resume_cmd(&two, w, &run_url, hooked));
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let (taken, _) = tinyagent::replicate::fetch::manifest(&bucket, &id)
-        .unwrap_or_else(|e| panic!("manifest: {}", e.message));
+        .unwrap_or_else(|e| panic!("manifest: {e}"));
     assert_eq!(taken.epoch, before.epoch + 1);
 }

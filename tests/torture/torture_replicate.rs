@@ -41,7 +41,7 @@ fn bucket_log(w: &Weed, url: &str, run_id: &str) -> Vec<u8> {
     .unwrap();
     let scratch = tempfile::tempdir().unwrap();
     tinyagent::replicate::fetch::fetch(&bucket, run_id, scratch.path())
-        .unwrap_or_else(|e| panic!("fetch: {}", e.message))
+        .unwrap_or_else(|e| panic!("fetch: {e}"))
         .log
 }
 
