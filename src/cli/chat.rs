@@ -65,7 +65,7 @@ pub async fn chat(args: &ChatArgs) -> Result<i32, CliError> {
 /// The history file of a workspace's chats.
 fn history_file(workspace: &Path) -> Option<PathBuf> {
     use sha2::{Digest, Sha256};
-    let home = crate::launch::new::home().ok()?;
+    let home = crate::launch::parts::home().ok()?;
     let digest = Sha256::digest(workspace.as_os_str().as_encoded_bytes());
     let hex: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
     Some(home.join("history").join(format!("{hex}.txt")))

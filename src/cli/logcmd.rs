@@ -38,7 +38,7 @@ fn export(wal: &Path, output: Option<&Path>) -> Result<i32, CliError> {
 }
 
 fn import(json: &Path, output: &Path) -> Result<i32, CliError> {
-    let background = crate::launch::resume::import_trajectory(json, output)?;
+    let background = crate::launch::trajectory::import_trajectory(json, output)?;
     crate::report::err_line(&format!(
         "imported {} into {}",
         json.display(),

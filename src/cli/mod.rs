@@ -239,7 +239,7 @@ fn newest_run(cwd: Option<&std::path::Path>) -> Result<std::path::PathBuf, CliEr
         None => std::env::current_dir()
             .map_err(|e| CliError::new(1, format!("no current directory: {e}")))?,
     };
-    sessions::last(&crate::launch::new::home()?, &here)
+    sessions::last(&crate::launch::parts::home()?, &here)
 }
 
 /// Writes `text` to stdout; a reader that went away (`| head`) is not an

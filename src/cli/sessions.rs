@@ -174,7 +174,7 @@ pub fn last(home: &Path, workspace: &Path) -> Result<PathBuf, CliError> {
 /// # Errors
 /// No home to look in, or stdout closed.
 pub fn sessions(all: bool, json: bool, out: &mut dyn Write) -> Result<i32, CliError> {
-    let home = crate::launch::new::home()?;
+    let home = crate::launch::parts::home()?;
     let here = std::env::current_dir()
         .map_err(|e| CliError::new(1, format!("no current directory: {e}")))?;
     let rows = list(&home, (!all).then_some(here.as_path()));

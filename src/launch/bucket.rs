@@ -55,7 +55,7 @@ fn sidecar_mark(run_id: &str, sc: &Sidecar) -> String {
 }
 
 fn write_sidecar(wal: &Path, run_id: &str, sc: &Sidecar) -> Result<(), LaunchError> {
-    super::endpoints::remember(&super::new::home()?, &sidecar_mark(run_id, sc))?;
+    super::endpoints::remember(&super::parts::home()?, &sidecar_mark(run_id, sc))?;
     let p = sidecar_path(wal);
     let fail = |e: std::io::Error| LaunchError::failed(format!("{}: {e}", p.display()));
     tinyagent_store::fsutil::create_dir_all_durable(p.parent().expect("a parent")).map_err(fail)?;
@@ -74,7 +74,7 @@ pub fn read_sidecar(wal: &Path, run_id: &str) -> Result<Option<Sidecar>, LaunchE
         Ok(b) => {
             let sc: Sidecar = serde_json::from_slice(&b)
                 .map_err(|e| LaunchError::refused(format!("{}: {e}", p.display())))?;
-            if !super::endpoints::known(&super::new::home()?, &sidecar_mark(run_id, &sc)) {
+            if !super::endpoints::known(&super::parts::home()?, &sidecar_mark(run_id, &sc)) {
                 return Err(LaunchError::refused(format!(
                     "{}: replication settings this machine did not write for run {run_id} \
                      (bucket {}, workspace {}); they are not followed. Remove the file to \
@@ -286,9 +286,9 @@ pub fn stage_for_resume(
             workspace.display()
         )));
     }
-    let runs = super::new::home()?.join("runs");
+    let runs = super::parts::home()?.join("runs");
     let wal = runs.join(format!("{run_id}.wal"));
-    let wal_d = super::new::process_dir(&wal);
+    let wal_d = super::parts::process_dir(&wal);
     if wal.exists() || wal_d.exists() {
         return Err(LaunchError::refused(format!(
             "{} exists: this machine has the run already; resume it with `tinyagent resume {}`",
@@ -378,7 +378,7 @@ impl Staged {
             bucket,
             fetched,
         } = self;
-        let wal_d = super::new::process_dir(&wal);
+        let wal_d = super::parts::process_dir(&wal);
         let sc = Sidecar {
             url: settings.url.to_string(),
             mode: mode_name(settings.mode).into(),
@@ -398,7 +398,7 @@ impl Staged {
         let io = |e: std::io::Error| {
             LaunchError::failed(format!("moving the fetched run into place: {e}"))
         };
-        std::fs::rename(super::new::process_dir(&staged), &wal_d).map_err(io)?;
+        std::fs::rename(super::parts::process_dir(&staged), &wal_d).map_err(io)?;
         std::fs::rename(&staged, &wal).map_err(io)?;
         tinyagent_store::fsutil::sync_parent_dir(&wal).map_err(io)?;
         drop(staging);

@@ -148,7 +148,7 @@ pub fn fork(args: &ForkArgs) -> Result<i32, LaunchError> {
 pub fn make_fork(args: &ForkArgs) -> Result<PathBuf, LaunchError> {
     let wal = std::fs::canonicalize(&args.wal)
         .map_err(|e| LaunchError::refused(format!("{}: {e}", args.wal.display())))?;
-    super::new::check_run_dir(&wal)?;
+    super::parts::check_run_dir(&wal)?;
     let prefix = read_prefix(&wal, args.at)?;
     let Some(Event::RunStarted(original)) = prefix.frames.first().map(|f| &f.event) else {
         return Err(LaunchError::refused(format!(
@@ -204,8 +204,8 @@ pub fn make_fork(args: &ForkArgs) -> Result<PathBuf, LaunchError> {
         started.settings.container = Some(crate::exec::container::container_name(&started.run_id));
     }
     let target = match &args.output {
-        Some(o) => super::new::absolute_new(o.clone())?,
-        None => super::new::home()?
+        Some(o) => super::parts::absolute_new(o.clone())?,
+        None => super::parts::home()?
             .join("runs")
             .join(format!("{}.wal", started.run_id)),
     };
@@ -214,7 +214,7 @@ pub fn make_fork(args: &ForkArgs) -> Result<PathBuf, LaunchError> {
     }
     // A fork's `.d` someone else made first (or one holding a store
     // tinyagent did not write) is refused before anything is written.
-    super::new::check_run_dir(&target)?;
+    super::parts::check_run_dir(&target)?;
     let new_store = checkpoint::store_dir(&target);
     let old_store = checkpoint::store_dir(&wal);
     if target.exists() {
@@ -236,7 +236,7 @@ pub fn make_fork(args: &ForkArgs) -> Result<PathBuf, LaunchError> {
         }
         if old_store.join("objects").is_dir() {
             checkpoint::copy_store(&old_store, &new_store, &workspace)
-                .map_err(|e| super::new::checkpoint_error("", &e))?;
+                .map_err(|e| super::parts::checkpoint_error("", &e))?;
         }
         // The intent goes before the log: once the fork's log exists, a
         // restore it asked for is never lost (resume finishes it).
@@ -283,7 +283,7 @@ pub fn finish_restore(
         &intent.tree,
         &protected,
     )
-    .map_err(|e| super::new::checkpoint_error("restoring the workspace", &e))?;
+    .map_err(|e| super::parts::checkpoint_error("restoring the workspace", &e))?;
     restore::clear_intent(wal).map_err(|e| LaunchError::failed(e.to_string()))?;
     crate::report::err_line(&format!(
         "restored {} to step {} ({} paths put back; the state before is kept as tree {})",
@@ -297,7 +297,7 @@ pub fn finish_restore(
 
 /// `tinyagent log diff <WAL> [--step N | --call ID]`.
 pub fn diff(wal: &Path, step: Option<u64>, call: Option<&str>) -> Result<i32, LaunchError> {
-    super::new::check_run_dir(wal)?;
+    super::parts::check_run_dir(wal)?;
     let loaded = crate::store::load(wal)?;
     let marks = &loaded.state.checkpoints;
     if marks.is_empty() {
@@ -330,7 +330,7 @@ pub fn diff(wal: &Path, step: Option<u64>, call: Option<&str>) -> Result<i32, La
         return Ok(0);
     }
     let text = checkpoint::diff(&checkpoint::store_dir(wal), from, &to.tree)
-        .map_err(|e| super::new::checkpoint_error("", &e))?;
+        .map_err(|e| super::parts::checkpoint_error("", &e))?;
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(&text);

@@ -28,13 +28,16 @@
 //! outcome to an exit code; nothing here knows exit codes.
 
 pub(crate) mod bucket;
+mod checks;
 pub(crate) mod endpoints;
 mod error;
 pub mod fork;
 pub(crate) mod new;
+pub(crate) mod parts;
 pub mod request;
 pub(crate) mod resume;
 pub(crate) mod secrets;
+pub(crate) mod trajectory;
 
 pub use error::LaunchError;
 
@@ -92,7 +95,7 @@ impl Running {
         self.agent.close();
         bucket::finish(self.replicator.take(), &state);
         if finished {
-            new::remove_container(self.container.as_ref());
+            parts::remove_container(self.container.as_ref());
         }
     }
 }

@@ -3,117 +3,20 @@
 
 use super::LaunchError;
 use super::bucket::is_bucket;
-use super::new::{exec_env, hook_settings, process_dir, provider_for, store_options, test_seams};
+use super::checks::{check_flags, check_staged, config_for, may_continue, new_limits, tools_for};
+use super::parts::{exec_env, process_dir, provider_for, store_options, test_seams};
 use super::request::ResumeArgs;
+use super::trajectory::{Trajectory, is_trajectory, read_trajectory, wal_for_json};
 use crate::agent::resume::StopInfo;
 use crate::agent::{Agent, AgentParts};
-use crate::config::{Config, EnvKind, HookSettings, RunConfig};
-use crate::event::{Limits, RunStarted, RunStatus};
+use crate::config::Config;
+use crate::event::{RunStarted, RunStatus};
 use crate::mcp::McpServers;
 use crate::report::Output;
 use crate::session::Status;
 use crate::store::{OpenReport, Store, StoreOptions};
-use crate::tools::{ProcessTable, ToolSet, ToolSetOptions};
+use crate::tools::ProcessTable;
 use std::path::{Path, PathBuf};
-
-/// A whole-file trajectory rather than a log?
-fn is_trajectory(path: &Path) -> bool {
-    if path.extension().is_some_and(|e| e == "json") {
-        return true;
-    }
-    // Sniff: a log's first line ends with its crc member.
-    let Ok(f) = std::fs::File::open(path) else {
-        return false;
-    };
-    let mut first = Vec::new();
-    let mut r = std::io::BufReader::new(f);
-    use std::io::BufRead;
-    if r.read_until(b'\n', &mut first).is_err() {
-        return false;
-    }
-    let line = first.strip_suffix(b"\n").unwrap_or(&first);
-    // A log's first line starts with its seq, even when it is torn.
-    first.first() == Some(&b'{')
-        && !first.starts_with(b"{\"seq\":")
-        && tinyagent_store::wal::frame::check_crc(line).is_err()
-}
-
-/// A trajectory read into memory, not yet written as a log.
-pub struct Trajectory {
-    pub json: PathBuf,
-    pub wal: PathBuf,
-    pub imported: crate::trajectory::Imported,
-}
-
-/// Reads a trajectory JSON for import into `<path>.wal` (refused if that
-/// exists). Nothing is written.
-pub fn read_trajectory(json: &Path, wal: &Path) -> Result<Trajectory, LaunchError> {
-    if wal.exists() {
-        return Err(LaunchError::refused(format!(
-            "{} exists: refusing to overwrite it (resume that log instead)",
-            wal.display()
-        )));
-    }
-    let text = std::fs::read_to_string(json)
-        .map_err(|e| LaunchError::refused(format!("cannot read {}: {e}", json.display())))?;
-    let mut imported = crate::trajectory::import(&text)
-        .map_err(|e| LaunchError::refused(format!("{}: {e}", json.display())))?;
-    // A file without a tool signature was written for the tool set of its
-    // settings: record the one this tinyagent offers for them.
-    for ev in &mut imported.events {
-        if let crate::event::Event::RunStarted(r) = ev
-            && r.tool_signature.is_empty()
-        {
-            let tools = ToolSet::new(ToolSetOptions {
-                read_only: r.read_only,
-                plan: r.plan_enabled,
-            });
-            r.tool_signature = tools.signature();
-            r.tools = tools.names();
-        }
-    }
-    Ok(Trajectory {
-        json: json.to_path_buf(),
-        wal: wal.to_path_buf(),
-        imported,
-    })
-}
-
-impl Trajectory {
-    /// The run's first record.
-    fn run_started(&self) -> Option<&RunStarted> {
-        match self.imported.events.first() {
-            Some(crate::event::Event::RunStarted(r)) => Some(r),
-            _ => None,
-        }
-    }
-
-    /// Writes the log. Returns the v1 free-text process summary. A
-    /// half-written log is removed when the import fails, so a retry is not
-    /// refused.
-    pub fn write(self) -> Result<Option<String>, LaunchError> {
-        let wal = self.wal;
-        let mut store = Store::create(&wal, StoreOptions::default())?;
-        let written = self
-            .imported
-            .events
-            .into_iter()
-            .try_for_each(|ev| store.append(ev).map(drop))
-            .and_then(|()| store.close());
-        if let Err(e) = written {
-            // Nothing depends on a half-imported log: remove it so a retry works.
-            let _ = std::fs::remove_file(&wal);
-            return Err(e.into());
-        }
-        Ok(self.imported.background)
-    }
-}
-
-/// Imports a trajectory JSON into `<path>.wal` (refused if that exists).
-/// Returns the v1 free-text process summary.
-pub fn import_trajectory(json: &Path, wal: &Path) -> Result<Option<String>, LaunchError> {
-    read_trajectory(json, wal)?.write()
-}
 
 /// The log's first record, read without replaying anything (it carries the
 /// run's snapshot interval, needed before the store is opened).
@@ -129,12 +32,6 @@ fn run_started(wal: &Path) -> Option<RunStarted> {
         crate::event::Event::RunStarted(r) => Some(r),
         _ => None,
     }
-}
-
-fn wal_for_json(json: &Path) -> PathBuf {
-    let mut s = json.as_os_str().to_owned();
-    s.push(".wal");
-    PathBuf::from(s)
 }
 
 fn mtime(path: &Path) -> Option<String> {
@@ -313,243 +210,6 @@ fn open_when_free(
     }
 }
 
-/// The flags that need no log to check.
-fn check_flags(args: &ResumeArgs) -> Result<(), LaunchError> {
-    if args.max_cost.is_some_and(|c| !c.is_finite() || c < 0.0) {
-        return Err(LaunchError::refused("--max-cost must be a number >= 0"));
-    }
-    if args.max_format_errors == Some(0) {
-        return Err(LaunchError::refused(
-            "--max-format-errors must be at least 1",
-        ));
-    }
-    Ok(())
-}
-
-/// Stage 2: the run's config as `run.started` recorded it, with the
-/// provider flags over it; validated like a new run's. What a log says can
-/// never make a command run that the local config does not name, nor tools
-/// run less confined than the log recorded: hooks come from the local config
-/// only (a log naming hooks it lacks is refused unless `--no-hooks`), and
-/// the environment is the more confined of the log's and the local one.
-fn config_for(
-    run: &RunStarted,
-    args: &ResumeArgs,
-    local: &Config,
-) -> Result<RunConfig, LaunchError> {
-    let cwd = std::env::current_dir()
-        .map_err(|e| LaunchError::failed(format!("no current directory: {e}")))?;
-    let mut config = RunConfig::from_started(run, &cwd)?;
-    let m = &mut config.model;
-    let flags = &args.provider;
-    if let Some(p) = flags.provider {
-        m.provider = p;
-    }
-    if let Some(name) = &flags.model {
-        m.name.clone_from(name);
-    }
-    if let Some(secs) = args.timeout {
-        m.request_timeout = std::time::Duration::from_secs(secs);
-    }
-    if let Some(url) = &flags.base_url {
-        m.base_url = Some(url.clone());
-    } else if let Some(url) = m.base_url.as_deref()
-        && local.model.base_url.as_deref() != Some(url)
-        && m.provider.base_url_from_env().as_deref() != Some(url)
-        && super::new::api_key(m.provider, m.api_key_env.as_deref()).is_some()
-    {
-        // A key would go to a server only the log names.
-        let var = m
-            .api_key_env
-            .as_deref()
-            .unwrap_or(m.provider.default_key_env());
-        super::endpoints::check_recorded(&super::new::home()?, url, var)?;
-    }
-    if let Some(var) = &flags.api_key_env {
-        m.api_key_env = Some(var.clone());
-    } else if let Some(var) = m.api_key_env.as_deref()
-        && !crate::config::plausible_key_var(var)
-    {
-        return Err(LaunchError::refused(format!(
-            "the log names {var:?} as the variable holding the API key, which does not look \
-             like one (it would be sent to the model server); give --api-key-env to choose"
-        )));
-    }
-    config.hooks = local_hooks(&config.hooks, local, args.no_hooks)?;
-    // A run that asked keeps asking; the local config or --approve may
-    // start asking. The allow rules are the local config's only: a log's
-    // word never lets a call run unasked.
-    let asked = [
-        config.approvals.mode,
-        local.approvals.mode()?,
-        args.approve.unwrap_or_default(),
-    ];
-    config.approvals.mode = asked
-        .into_iter()
-        .max_by_key(|m| *m == crate::config::ApproveMode::Mutating)
-        .unwrap_or_default();
-    config.approvals.allow = local.approvals.rules()?;
-    if local.env.kind()? == EnvKind::Sandbox {
-        config.env = EnvKind::Sandbox;
-    }
-    config.sockets.clone_from(&local.env.sockets);
-    if config.env == EnvKind::Sandbox && local.env.network == Some(false) {
-        config.network = false;
-    }
-    if config.env == EnvKind::Container {
-        // The log's engine and image unless the local config names its own.
-        if let Some(e) = local.env.engine()? {
-            config.container.engine = Some(e);
-        }
-        if let Some(image) = &local.env.image {
-            config.container.image.clone_from(image);
-        }
-        if local.env.network == Some(false) {
-            config.network = false;
-        }
-    }
-    config.validate()?;
-    config.hooks.check_commands(&config.workspace)?;
-    super::new::resolve_engine(&mut config)?;
-    Ok(config)
-}
-
-/// The hooks a resumed run uses: the local config's. Every hook the log
-/// recorded must be configured the same locally, else the resume is refused
-/// (naming them) unless `no_hooks`, which runs none.
-fn local_hooks(
-    recorded: &HookSettings,
-    local: &Config,
-    no_hooks: bool,
-) -> Result<HookSettings, LaunchError> {
-    let mut hooks = hook_settings(local)?;
-    if no_hooks {
-        hooks.pre_tool = None;
-        hooks.post_tool = None;
-        return Ok(hooks);
-    }
-    let mut missing = Vec::new();
-    for (key, was, is) in [
-        ("hooks.pre_tool", &recorded.pre_tool, &hooks.pre_tool),
-        ("hooks.post_tool", &recorded.post_tool, &hooks.post_tool),
-    ] {
-        if let Some(cmd) = was
-            && is.as_ref() != Some(cmd)
-        {
-            missing.push(format!("{key} = {cmd:?}"));
-        }
-    }
-    if !missing.is_empty() {
-        return Err(LaunchError::refused(format!(
-            "the log names hooks that the local config does not: {}; configure them in \
-             tinyagent.toml to keep them, or resume with --no-hooks to go on without",
-            missing.join(", ")
-        )));
-    }
-    Ok(hooks)
-}
-
-/// Stage 3: the tool set, which must be the one the log was written with:
-/// the built-in tools for its settings and the tools of the MCP servers
-/// (started again from the local config), which must be those it recorded.
-fn tools_for(run: &RunStarted, mcp: &McpServers) -> Result<ToolSet, LaunchError> {
-    let opts = ToolSetOptions {
-        read_only: run.read_only,
-        plan: run.plan_enabled,
-    };
-    let changed = crate::mcp::differences(&run.mcp_tools, &mcp.records(opts));
-    if !changed.is_empty() {
-        return Err(LaunchError::refused(format!(
-            "tool set mismatch: the MCP tools differ from those the log was written with: {}",
-            changed.join("; ")
-        )));
-    }
-    let tools = super::new::tool_set(opts, mcp)?;
-    if tools.signature() != run.tool_signature {
-        return Err(LaunchError::refused(format!(
-            "tool set mismatch: the log was written with tool signature {} (plan {}, {}), this tinyagent offers {} for those settings",
-            run.tool_signature,
-            if run.plan_enabled { "on" } else { "off" },
-            if run.read_only {
-                "read-only"
-            } else {
-                "read-write"
-            },
-            tools.signature()
-        )));
-    }
-    Ok(tools)
-}
-
-/// Stage 4: the limits given on the command line, over the log's.
-fn new_limits(current: &Limits, args: &ResumeArgs) -> Option<Limits> {
-    if args.max_steps.is_none() && args.max_cost.is_none() && args.max_format_errors.is_none() {
-        return None;
-    }
-    let mut l = current.clone();
-    if let Some(n) = args.max_steps {
-        l.max_steps = Some(n);
-    }
-    if let Some(c) = args.max_cost {
-        l.max_cost_usd = Some(c);
-    }
-    if let Some(n) = args.max_format_errors {
-        l.max_format_errors = n;
-    }
-    Some(l)
-}
-
-/// Stage 5: whether a finished run goes on. `Err` says of one that does not
-/// (nothing is appended then) whether a limit stopped it, and why.
-fn may_continue(state: &crate::session::State, args: &ResumeArgs) -> Result<(), (bool, String)> {
-    let Status::Finished(status) = state.status else {
-        return Ok(());
-    };
-    let l = &state.limits;
-    let (raised, flag, at) = match status {
-        // A chat that ended goes back to its prompt.
-        RunStatus::Completed if args.message.is_none() && !state.is_chat() => {
-            return Err((
-                false,
-                format!(
-                    "the run already finished (completed, {} steps); use --message to continue it",
-                    state.step
-                ),
-            ));
-        }
-        RunStatus::MaxSteps => (
-            args.max_steps.is_some_and(|n| n > state.step),
-            "--max-steps",
-            format!("its step limit ({} steps)", state.step),
-        ),
-        RunStatus::MaxCost => (
-            args.max_cost.is_some_and(|c| c > state.cost_usd),
-            "--max-cost",
-            format!("its cost limit (${:.4} spent)", state.cost_usd),
-        ),
-        RunStatus::FormatErrors => (
-            args.message.is_some()
-                || args
-                    .max_format_errors
-                    .is_some_and(|n| n > state.format_errors),
-            "--max-format-errors (or give --message)",
-            format!(
-                "{} malformed calls in a row (limit {})",
-                state.format_errors, l.max_format_errors
-            ),
-        ),
-        _ => return Ok(()),
-    };
-    if raised {
-        Ok(())
-    } else {
-        Err((
-            true,
-            format!("the run stopped at {at}; resume it with a higher {flag} to continue"),
-        ))
-    }
-}
-
 fn report_open(out: &Output, report: &OpenReport) {
     for w in &report.warnings {
         out.warn(w);
@@ -562,42 +222,6 @@ fn report_open(out: &Output, report: &OpenReport) {
             kept.display()
         ));
     }
-}
-
-/// The checks a resume makes of a run, made of one fetched from a bucket
-/// before it is taken over: whether it may be resumed here (a chat's log
-/// needs a terminal), its config with the local one (hooks, environment,
-/// endpoint, key variable), and its tool set with the local MCP servers. A
-/// refusal leaves the bucket and this machine as they were.
-fn check_staged(
-    staged: &super::bucket::Staged,
-    args: &ResumeArgs,
-    chat: bool,
-    local: &Config,
-) -> Result<(), LaunchError> {
-    let mut first = staged.run.clone();
-    first.settings.cwd = staged.workspace.display().to_string();
-    if chat && !first.settings.chat {
-        return Err(LaunchError::refused(format!(
-            "{}: not a chat's log; continue it with `tinyagent resume`",
-            args.log().display()
-        )));
-    }
-    if first.settings.chat {
-        super::need_terminal("resuming a chat")?;
-    }
-    let unplaced = ResumeArgs {
-        session: super::request::SessionFlags {
-            cwd: None,
-            ..args.session.clone()
-        },
-        ..args.clone()
-    };
-    let config = config_for(&first, &unplaced, local)?;
-    let protected = super::new::protected_for(&staged.wal, args.config.as_deref(), &config);
-    let mcp = super::new::start_mcp(&local.mcp, &config, &protected)?;
-    tools_for(&first, &mcp)?;
-    Ok(())
 }
 
 /// `tinyagent resume`, or `chat --resume` (`chat`: the log must be a chat's).
@@ -635,7 +259,7 @@ pub fn open(args: &ResumeArgs, chat: bool) -> Result<super::Opened, LaunchError>
     let (mut source, mut first) = locate(args)?;
     // The log's `.d` (restore intent, replication sidecar, checkpoint
     // store) is this user's own, or nothing is done.
-    super::new::check_run_dir(match &source {
+    super::parts::check_run_dir(match &source {
         Source::Log(wal) => wal,
         Source::Trajectory(t) => &t.wal,
     })?;
@@ -673,8 +297,8 @@ pub fn open(args: &ResumeArgs, chat: bool) -> Result<super::Opened, LaunchError>
         Source::Log(wal) => wal,
         Source::Trajectory(t) => &t.wal,
     };
-    let protected = super::new::protected_for(wal, args.config.as_deref(), &config);
-    let mcp = super::new::start_mcp(&local.mcp, &config, &protected)?;
+    let protected = super::parts::protected_for(wal, args.config.as_deref(), &config);
+    let mcp = super::parts::start_mcp(&local.mcp, &config, &protected)?;
     let tools = tools_for(&first, &mcp)?;
     drop(mcp);
     let mut options = store_options(&config);
@@ -752,13 +376,13 @@ pub fn open(args: &ResumeArgs, chat: bool) -> Result<super::Opened, LaunchError>
             crate::report::err_line(&w);
         }
     }
-    let key_var = super::new::key_var(&config).to_string();
-    if let (Some(url), Ok(home)) = (&args.provider.base_url, super::new::home())
+    let key_var = super::parts::key_var(&config).to_string();
+    if let (Some(url), Ok(home)) = (&args.provider.base_url, super::parts::home())
         && let Err(e) = super::endpoints::remember(&home, url)
     {
         crate::report::err_line(&format!("warning: {e}"));
     }
-    let protected = super::new::protected_for(&wal, args.config.as_deref(), &config);
+    let protected = super::parts::protected_for(&wal, args.config.as_deref(), &config);
     let env = exec_env(&config, &protected, &run.run_id, &wal)?;
     // Resumed elsewhere (the local config asked for the sandbox), the
     // run's container still goes when the run finishes.
@@ -769,7 +393,7 @@ pub fn open(args: &ResumeArgs, chat: bool) -> Result<super::Opened, LaunchError>
     crate::report::err_line(&format!("log: {}", wal.display()));
     // A `fork --restore` a kill cut short is finished before anything else.
     if let Some(intent) = crate::checkpoint::restore::read_intent(&wal)
-        .map_err(|e| super::new::checkpoint_error("", &e))?
+        .map_err(|e| super::parts::checkpoint_error("", &e))?
     {
         super::fork::finish_restore(&wal, &wal, &intent)?;
     }
