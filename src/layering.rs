@@ -164,3 +164,39 @@ fn a_circle_is_found() {
         Some(vec!["config".into(), "event".into(), "config".into()])
     );
 }
+
+/// No command of the command line imports another (they share only the
+/// parent's helpers and the parsed flags, `args`).
+#[test]
+fn no_command_imports_a_sibling() {
+    let cli = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/cli");
+    let modules: BTreeSet<String> = std::fs::read_dir(&cli)
+        .unwrap()
+        .flatten()
+        .map(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .trim_end_matches(".rs")
+                .to_string()
+        })
+        .filter(|n| n != "mod" && n != "args")
+        .collect();
+    for name in &modules {
+        let file = if cli.join(name).is_dir() {
+            cli.join(name).join("mod.rs")
+        } else {
+            cli.join(format!("{name}.rs"))
+        };
+        let text = std::fs::read_to_string(&file).unwrap();
+        for (i, _) in text.match_indices("super::") {
+            let named: String = text[i + "super::".len()..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            assert!(
+                !(modules.contains(&named) && &named != name),
+                "cli/{name} imports its sibling cli/{named}"
+            );
+        }
+    }
+}

@@ -81,6 +81,7 @@ pub mod cli;
 pub mod config;
 pub mod event;
 pub mod exec;
+pub mod inspect;
 pub mod kinds;
 pub mod launch;
 #[cfg(test)]

@@ -33,6 +33,21 @@ pub fn cut_bytes(s: &str, max: usize) -> String {
     format!("{}... [{} more bytes]", &s[..end], s.len() - end)
 }
 
+/// A start time as a row shows it: `2026-12-01 18:45:56`, or `-`.
+pub fn shown_time(started_at: Option<&str>) -> String {
+    started_at
+        .map_or("-", |t| t.get(..19).unwrap_or(t))
+        .replace('T', " ")
+}
+
+/// A task as a row shows it: its first line, cut; `(chat)` for a chat.
+pub fn shown_task(task: Option<&str>) -> String {
+    match task {
+        Some("") => "(chat)".to_string(),
+        t => first_line(t.unwrap_or("-"), 60),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -36,7 +36,7 @@ pub fn approve(args: &ApproveArgs) -> Result<i32, CliError> {
         return Err(CliError::refused("--reason is longer than 4096 bytes"));
     }
     let report =
-        super::inspect::read_report(wal).map_err(|e| CliError::refused(format!("{e:#}")))?;
+        crate::inspect::read_report(wal).map_err(|e| CliError::refused(format!("{e:#}")))?;
     let Some(call) = report.pending_calls.iter().find(|c| c.id == args.call_id) else {
         let waiting: Vec<&str> = report
             .pending_calls

@@ -53,13 +53,13 @@ pub async fn chat(args: &ChatArgs) -> Result<i32, CliError> {
             session: args.opts.session.clone(),
             ..ResumeArgs::default()
         };
-        return super::run::resume(&resume, true).await;
+        return super::resume(&resume, true).await;
     }
     let run = RunArgs {
         task: String::new(),
         opts: args.opts.clone(),
     };
-    super::run::run(&run, true).await
+    super::run(&run, true).await
 }
 
 /// The history file of a workspace's chats.

@@ -157,7 +157,7 @@ pub fn demo(args: &DemoArgs) -> Result<i32, CliError> {
         wal.display()
     ));
     let mut stderr = std::io::stderr();
-    let _ = crate::cli::inspect::inspect(&wal, false, &mut stderr);
+    let _ = crate::inspect::inspect(&wal, false, &mut stderr);
     crate::report::err_line(&format!(
         "\nThe run was killed mid-call and finished after resume: no step, cost or message lost,\n\
          and the command the kill interrupted was stopped before the run went on.\n\

@@ -18,7 +18,7 @@ fn prune_reason(name: &str, wal: &Path) -> Option<String> {
     if !wal.exists() {
         return Some(format!("its log {} is gone", wal.display()));
     }
-    match super::inspect::read_report(wal) {
+    match crate::inspect::read_report(wal) {
         Ok(report) => {
             let ours = report
                 .run_id

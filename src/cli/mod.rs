@@ -8,18 +8,16 @@ pub mod args;
 mod chat;
 mod demo;
 mod envcmd;
-pub mod inspect;
 mod logcmd;
 mod mcpcmd;
 mod remote;
-mod run;
 mod sessions;
-mod show;
 
 use crate::agent::AgentError;
 use crate::event::RunStatus;
+use crate::launch::{self, Opened};
 use crate::store::StoreError;
-use args::{Cli, Command};
+use args::{Cli, Command, ResumeArgs, RunArgs};
 
 /// A command's failure: its exit code and the one line that says why.
 #[derive(Debug)]
@@ -173,6 +171,37 @@ fn named_key_vars(command: &Command) -> Vec<String> {
     }
 }
 
+/// `tinyagent run`, or a new `tinyagent chat` (`chat`: its prompt instead
+/// of a task).
+pub async fn run(args: &RunArgs, chat: bool) -> Result<i32, CliError> {
+    let running = launch::new::open(args, chat)?;
+    drive(running).await
+}
+
+/// `tinyagent resume`, or `chat --resume` (`chat`: the log must be a
+/// chat's).
+pub async fn resume(args: &ResumeArgs, chat: bool) -> Result<i32, CliError> {
+    match launch::resume::open(args, chat)? {
+        Opened::Running(running) => drive(*running).await,
+        Opened::NotContinued { limit, why } => {
+            say(&why);
+            Ok(if limit { 3 } else { 0 })
+        }
+    }
+}
+
+/// The run's loop (or a chat's turns), the shared tail, the exit code.
+async fn drive(mut running: crate::launch::Running) -> Result<i32, CliError> {
+    let result = if running.agent.state().is_chat() {
+        chat::converse(&mut running.agent).await
+    } else {
+        running.agent.run().await
+    };
+    let (wal, key_var) = (running.wal.clone(), running.key_var.clone());
+    running.close();
+    finished(result, &wal, &key_var)
+}
+
 /// Runs a parsed command line and returns the exit code. For `run` and
 /// `resume` the API keys are first taken out of the environment, which may
 /// re-execute the process (see [`crate::launch::secrets`]): call this before any thread
@@ -259,11 +288,11 @@ async fn dispatch(cli: Cli) -> Result<i32, CliError> {
     match cli.command {
         Command::Run(a) => {
             listen_for_stop()?;
-            run::run(&a, false).await
+            run(&a, false).await
         }
         Command::Resume(a) => {
             listen_for_stop()?;
-            run::resume(&a, false).await
+            resume(&a, false).await
         }
         Command::Chat(a) => {
             listen_for_stop()?;

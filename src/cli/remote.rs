@@ -91,8 +91,8 @@ pub fn sessions(url: &str, json: bool, out: &mut dyn Write) -> Result<i32, CliEr
         return Ok(0);
     }
     for r in &rows {
-        let when = super::sessions::shown_time(r.started_at.as_deref());
-        let task = super::sessions::shown_task(r.task.as_deref());
+        let when = crate::text::shown_time(r.started_at.as_deref());
+        let task = crate::text::shown_task(r.task.as_deref());
         writeln!(
             out,
             "{:<22} {when}  {:<11} {:>4} steps  ${:.4}  {task}",

@@ -7,7 +7,7 @@
 //! the reason, never skipped in silence and never an error for the list.
 
 use super::CliError;
-use super::inspect::{Report, read_report};
+use crate::inspect::{Report, read_report};
 use serde::Serialize;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -27,14 +27,14 @@ pub struct Session {
     pub log: String,
     /// The run's container (container environment) and whether it runs.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub container: Option<super::inspect::ContainerJson>,
+    pub container: Option<crate::inspect::ContainerJson>,
     /// Why the log could not be read (status `unreadable`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// What the run waits for from the person (an approval, with the call;
     /// a chat's next message).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub waiting: Option<super::inspect::WaitingJson>,
+    pub waiting: Option<crate::inspect::WaitingJson>,
 }
 
 impl Session {
@@ -200,8 +200,8 @@ pub fn sessions(all: bool, json: bool, out: &mut dyn Write) -> Result<i32, CliEr
     }
     for s in &rows {
         let (when, task) = (
-            shown_time(s.started_at.as_deref()),
-            shown_task(s.task.as_deref()),
+            crate::text::shown_time(s.started_at.as_deref()),
+            crate::text::shown_task(s.task.as_deref()),
         );
         writeln!(
             out,
@@ -238,19 +238,4 @@ pub fn sessions(all: bool, json: bool, out: &mut dyn Write) -> Result<i32, CliEr
         .map_err(io)?;
     }
     Ok(0)
-}
-
-/// A start time as a row shows it: `2026-12-01 18:45:56`, or `-`.
-pub(super) fn shown_time(started_at: Option<&str>) -> String {
-    started_at
-        .map_or("-", |t| t.get(..19).unwrap_or(t))
-        .replace('T', " ")
-}
-
-/// A task as a row shows it: its first line, cut; `(chat)` for a chat.
-pub(super) fn shown_task(task: Option<&str>) -> String {
-    match task {
-        Some("") => "(chat)".to_string(),
-        t => crate::text::first_line(t.unwrap_or("-"), 60),
-    }
 }

@@ -5,8 +5,8 @@
 use serde_json::{Value, json};
 use std::fs;
 use std::path::{Path, PathBuf};
-use tinyagent::cli::inspect::{inspect, repair, verify};
 use tinyagent::event::*;
+use tinyagent::inspect::{inspect, repair, verify};
 use tinyagent_store::wal::frame;
 
 fn run_started() -> Event {

@@ -4,8 +4,8 @@
 
 use serde_json::{Value, json};
 use std::fs;
-use tinyagent::cli::inspect::{inspect, repair, verify};
 use tinyagent::event::*;
+use tinyagent::inspect::{inspect, repair, verify};
 use tinyagent::store::{Store, StoreOptions};
 use tinyagent_store::snapshot::snapshot_path;
 use tinyagent_store::wal::writer::LockedLog;
