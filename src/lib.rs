@@ -56,6 +56,8 @@
 //!   one call runner every call goes through (pre hook, `tool.started`, run,
 //!   post hook, `tool.result`, plan update), compaction of the model's view,
 //!   hooks, approvals, what resume does to a stopped run.
+//! - [`inspect`]: what a log holds, read in bounded memory, for `log
+//!   inspect`, `sessions` and `approve`.
 //! - [`launch`]: how a run is assembled, for every origin (a new task, a
 //!   log, a trajectory, a bucket, a fork): every check first, then the side
 //!   effects in one order, then the shared tail ([`launch::Running`]).

@@ -1,8 +1,9 @@
 //! Host execution: where a command runs and how it is held, stopped and
 //! kept apart from the agent, below the tools that start commands.
 //!
-//! - [`env`]: the execution environments ([`ExecEnv`]): local, bubblewrap
-//!   sandbox, a container per run; key scrubbing; the sandbox's command line.
+//! - [`env`]: the execution environments ([`ExecEnv`]): local, a container
+//!   per run; key scrubbing. [`sandbox`]: the bubblewrap sandbox and its
+//!   command line.
 //! - [`container`]: the container engine's command line and the wrappers
 //!   inside the run's container.
 //! - [`group`]: a foreground command's process group, held before its exec
@@ -16,5 +17,7 @@ pub mod env;
 pub mod group;
 pub mod host;
 pub mod protected;
+pub mod sandbox;
 
-pub use env::{ContainerEnv, EnvError, ExecEnv, HideVars, LocalEnv, SandboxEnv};
+pub use env::{ContainerEnv, EnvError, ExecEnv, HideVars, LocalEnv};
+pub use sandbox::SandboxEnv;

@@ -103,7 +103,7 @@ pub fn start_mcp(
     match config.env {
         EnvKind::Local => {}
         EnvKind::Sandbox => {
-            let sandbox = crate::exec::env::SandboxEnv::new(config.network)
+            let sandbox = crate::exec::SandboxEnv::new(config.network)
                 .map_err(|e| LaunchError::failed(e.to_string()))?
                 .protecting(protected.clone())
                 .exposing(config.sockets.clone());

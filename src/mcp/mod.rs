@@ -75,7 +75,7 @@ pub struct ServerSpec {
     pub hide: Vec<String>,
     /// The sandbox it runs in (`env.kind = "sandbox"`), like every command
     /// of the run; `None` runs it on the host.
-    pub confine: Option<crate::exec::env::SandboxEnv>,
+    pub confine: Option<crate::exec::SandboxEnv>,
 }
 
 impl ServerSpec {
@@ -109,7 +109,7 @@ impl ServerSpec {
 
 impl ServerSpec {
     /// What a sandbox must show the server of the host so that it can run
-    /// (see [`crate::exec::env::SandboxEnv::showing`], which keeps only
+    /// (see [`crate::exec::SandboxEnv::showing`], which keeps only
     /// what exists and may be shown): its program, looked up on the `PATH`
     /// it gets (its table's `env` first) unless it names a path, and every
     /// absolute path among its arguments, given alone or as a word within
