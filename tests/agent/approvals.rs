@@ -9,6 +9,7 @@ use crate::support::contract::{self, Rec, check_approvals};
 use crate::support::e2e::{Sandbox, bin, output, stderr};
 use crate::support::mock::{MockReply, MockServer};
 use crate::support::pty;
+use crate::support::wait_until;
 use serde_json::json;
 use std::io::Read;
 use std::process::{Child, Command, Stdio};
@@ -27,15 +28,6 @@ fn result_of<'a>(recs: &'a [Rec], id: &str) -> &'a Rec {
     recs.iter()
         .find(|r| r.kind == "tool.result" && r.data["call_id"] == id)
         .unwrap_or_else(|| panic!("no result for {id}"))
-}
-
-/// Polls `f` for up to 30 s.
-fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 fn log_has(sb: &Sandbox, needle: &str) -> bool {

@@ -10,6 +10,7 @@ use crate::support::e2e::{Sandbox, bin, output, stderr};
 use crate::support::mock::{MockReply, MockServer};
 use crate::support::require::require;
 use crate::support::s3::{self, Weed};
+use crate::support::wait_for as wait_until;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -22,14 +23,6 @@ fn weed(test: &str) -> Option<&'static Weed> {
 /// The call the tests stop a run in: `bash` sleeping `secs`, id `long`.
 fn long_call(secs: &str) -> MockReply {
     MockReply::tool_call("bash", json!({"command": format!("sleep {secs}")})).with_ids(&["long"])
-}
-
-fn wait_until(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// The seq of the `tool.started` of `call_id` in the log at `wal`.

@@ -7,10 +7,11 @@ use crate::support::contract;
 use crate::support::e2e;
 use crate::support::e2e::{Sandbox, output, stderr};
 use crate::support::mock::{MockReply, MockServer};
+use crate::support::wait_until;
 use serde_json::{Value, json};
 use std::collections::HashSet;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const INTERRUPTED: &str = "[interrupted: tool did not complete before the agent stopped; it may have partially run — verify state before retrying]";
 const NOT_RUN: &str = "[not run: the agent stopped before this call started; it had no effect]";
@@ -153,14 +154,6 @@ fn crash_between_results_and_before_step_saved() {
             check_requests(&reqs[0], &reqs[1], &[("c1", ""), ("c2", "")], true);
         }
         check_log(&sb);
-    }
-}
-
-fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

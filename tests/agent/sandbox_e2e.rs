@@ -16,12 +16,12 @@ use crate::support::e2e;
 use crate::support::e2e::{Sandbox, events, output, stderr};
 use crate::support::mock::{MockReply, MockServer};
 use crate::support::require::{self, require};
+use crate::support::wait_until;
 use serde_json::{Value, json};
 use std::io::ErrorKind;
 use std::net::TcpListener;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 const SANDBOX: &str = "[env]\nkind = \"sandbox\"\n";
 const SANDBOX_NET: &str = "[env]\nkind = \"sandbox\"\nnetwork = true\n";
@@ -189,15 +189,6 @@ fn live_with(token: &str) -> Vec<(u32, String)> {
 /// bubblewrap finished setting up, death signal included).
 fn running_as(token: &str) -> bool {
     live_with(token).iter().any(|(_, c)| c.starts_with(token))
-}
-
-fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
-    // An upper bound only.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 #[test]

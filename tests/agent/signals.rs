@@ -8,6 +8,7 @@
 use crate::support::contract::{self, Rec};
 use crate::support::e2e::{Sandbox, output, stderr};
 use crate::support::mock::{MockReply, MockServer};
+use crate::support::wait_until;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::{Value, json};
@@ -23,15 +24,6 @@ const SIGNALS: [(Signal, &str, i32); 3] = [
 fn spawn(mut cmd: Command) -> Child {
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     cmd.spawn().expect("spawn tinyagent")
-}
-
-/// Polls `what` for up to 20 s.
-fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 fn log_has(sb: &Sandbox, needle: &str) -> bool {

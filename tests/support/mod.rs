@@ -27,3 +27,22 @@ pub mod sockets;
 pub mod tools;
 pub mod torture;
 pub mod wal;
+
+/// Polls `f` every 20 ms until it holds, for at most `secs` seconds (an
+/// upper bound only: the tests wait for real events), failing the test
+/// with `what` when it never does.
+pub fn wait_for(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while !f() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// [`wait_for`] with the usual bound, 60 s.
+pub fn wait_until(what: &str, f: impl FnMut() -> bool) {
+    wait_for(what, 60, f);
+}

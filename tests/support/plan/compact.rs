@@ -83,14 +83,6 @@ pub fn run_cmd(sb: &Sandbox, base_url: &str, extra: &[&str]) -> Command {
     cmd
 }
 
-pub fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 pub fn frames(wal: &std::path::Path) -> Vec<(u64, Event)> {
     let mut out = Vec::new();
     let _ = tinyagent_store::wal::reader::scan::<Event>(wal, None, |f, _| {
@@ -173,3 +165,5 @@ pub fn same_as_fold(req: &Value, sent: &StepSent) {
         assert_eq!(content(s), f.content);
     }
 }
+
+pub use super::super::wait_until;
