@@ -293,12 +293,9 @@ pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::File::open(dir)?.sync_all()
 }
 
-/// The git program: `$TINYAGENT_GIT` when set (a trusted local setting),
-/// else `git` from `PATH`.
+/// The git program (see [`super::StoreSettings`]).
 pub fn git_program() -> PathBuf {
-    std::env::var_os("TINYAGENT_GIT")
-        .filter(|v| !v.is_empty())
-        .map_or_else(|| PathBuf::from("git"), PathBuf::from)
+    super::settings().git.clone()
 }
 
 static CHECKED: std::sync::OnceLock<Result<(u32, u32), String>> = std::sync::OnceLock::new();

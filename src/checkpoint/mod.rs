@@ -56,13 +56,44 @@ pub const MAX_LISTED_BYTES: usize = 64 << 10;
 /// The id of git's empty tree.
 pub const EMPTY_TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
 
-/// The size cap: `$TINYAGENT_CHECKPOINT_MAX_FILE_BYTES` (a trusted local
-/// setting) or [`DEFAULT_MAX_FILE_BYTES`].
+/// The checkpoint store's settings for this process: the git program and
+/// the size cap of one stored file. Set once, at start, by the launch of a
+/// command from the local config (`[checkpoints] git`, `max_file_bytes`)
+/// and its environment overrides (`launch::parts::configure_checkpoints`);
+/// [`StoreSettings::default`] until then.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreSettings {
+    /// The git binary (default `git`, from `PATH`).
+    pub git: PathBuf,
+    /// A file larger than this is not stored (default 32 MiB).
+    pub max_file_bytes: u64,
+}
+
+impl Default for StoreSettings {
+    fn default() -> StoreSettings {
+        StoreSettings {
+            git: PathBuf::from("git"),
+            max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+        }
+    }
+}
+
+static SETTINGS: std::sync::OnceLock<StoreSettings> = std::sync::OnceLock::new();
+
+/// Sets the store's settings for this process; the first call wins (they
+/// are read once).
+pub fn configure(settings: StoreSettings) {
+    let _ = SETTINGS.set(settings);
+}
+
+/// The settings in force.
+pub fn settings() -> &'static StoreSettings {
+    SETTINGS.get_or_init(StoreSettings::default)
+}
+
+/// The size cap of one stored file (see [`StoreSettings`]).
 pub fn max_file_bytes() -> u64 {
-    std::env::var("TINYAGENT_CHECKPOINT_MAX_FILE_BYTES")
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(DEFAULT_MAX_FILE_BYTES)
+    settings().max_file_bytes
 }
 
 /// The checkpoint store of a log: `<wal>.d/checkpoints.git`.

@@ -147,6 +147,13 @@ pub struct CheckpointsSection {
     /// Watch the workspace (inotify) instead of walking it at every
     /// checkpoint (default off; see docs/design.md).
     pub watch: Option<bool>,
+    /// The git binary the store runs (default `git` from `PATH`;
+    /// `$TINYAGENT_GIT` overrides it).
+    pub git: Option<PathBuf>,
+    /// A file larger than this many bytes is recorded by size and hash, not
+    /// stored (default 32 MiB; `$TINYAGENT_CHECKPOINT_MAX_FILE_BYTES`
+    /// overrides it).
+    pub max_file_bytes: Option<u64>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]

@@ -129,6 +129,7 @@ fn is_this_fork(target: &Path, from: &ForkedFrom, records: usize) -> bool {
 
 /// `tinyagent fork <WAL> --at <STEP> [-o <NEW.wal>] [--restore]`.
 pub fn fork(args: &ForkArgs) -> Result<i32, LaunchError> {
+    super::parts::configure_checkpoints(&crate::config::Config::load(None)?);
     let target = make_fork(args)?;
     crate::report::err_line(&format!(
         "forked {} at step {} into {}",
@@ -297,6 +298,7 @@ pub fn finish_restore(
 
 /// `tinyagent log diff <WAL> [--step N | --call ID]`.
 pub fn diff(wal: &Path, step: Option<u64>, call: Option<&str>) -> Result<i32, LaunchError> {
+    super::parts::configure_checkpoints(&crate::config::Config::load(None)?);
     super::parts::check_run_dir(wal)?;
     let loaded = crate::store::load(wal)?;
     let marks = &loaded.state.checkpoints;

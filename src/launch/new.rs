@@ -244,6 +244,7 @@ pub fn new_run(args: &RunArgs, config: RunConfig, file: Config) -> Result<RunPla
 /// Turns flags plus config into a validated plan. No file is written.
 pub fn plan_run(args: &RunArgs, chat: bool) -> Result<RunPlan, LaunchError> {
     let file = Config::load(args.config.as_deref())?;
+    super::parts::configure_checkpoints(&file);
     let mut config = resolve(args, &file)?;
     config.chat = chat;
     new_run(args, config, file)

@@ -320,3 +320,22 @@ pub fn remove_container(container: Option<&crate::exec::container::Container>) {
         ));
     }
 }
+
+/// The checkpoint store's settings for this process, from the local config
+/// (`[checkpoints] git`, `max_file_bytes`) under the environment's overrides
+/// (`TINYAGENT_GIT`, `TINYAGENT_CHECKPOINT_MAX_FILE_BYTES`, both trusted
+/// local settings): read here, once, at the start of a command.
+pub fn configure_checkpoints(file: &Config) {
+    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+    let defaults = crate::checkpoint::StoreSettings::default();
+    crate::checkpoint::configure(crate::checkpoint::StoreSettings {
+        git: env("TINYAGENT_GIT")
+            .map(PathBuf::from)
+            .or_else(|| file.checkpoints.git.clone())
+            .unwrap_or(defaults.git),
+        max_file_bytes: env("TINYAGENT_CHECKPOINT_MAX_FILE_BYTES")
+            .and_then(|v| v.trim().parse().ok())
+            .or(file.checkpoints.max_file_bytes)
+            .unwrap_or(defaults.max_file_bytes),
+    });
+}

@@ -234,6 +234,7 @@ pub fn open(args: &ResumeArgs, chat: bool) -> Result<super::Opened, LaunchError>
     // The local config, read once: hooks, environment, MCP servers and
     // replication come from it, never from the log.
     let local = Config::load(args.config.as_deref())?;
+    super::parts::configure_checkpoints(&local);
     // A run in a bucket is fetched, checked and taken over first; from then
     // on it is resumed like a local log, in the workspace it was restored to.
     let (fetched, local_args);
