@@ -135,6 +135,12 @@ fn a_sandboxed_call_cannot_answer_the_next_approval_question() {
 /// pushes a line into the terminal. After tinyagent exits the shell must not
 /// run it.
 fn shell_case(test: &str, toml: &str) {
+    shell_case_as(test, toml, false);
+}
+
+/// [`shell_case`], the person (the shell, and so tinyagent and its
+/// commands) being `nobody` when `as_nobody`.
+fn shell_case_as(test: &str, toml: &str, as_nobody: bool) {
     let sb = Sandbox::new();
     if !toml.is_empty() && !bwrap_works(&sb, test) {
         return;
@@ -173,7 +179,29 @@ fn shell_case(test: &str, toml: &str) {
         .chain(run.get_args())
         .map(|a| format!("'{}'", a.to_string_lossy().replace('\'', r"'\''")))
         .collect();
-    let mut shell = Command::new("bash");
+    let mut shell = if as_nobody {
+        for dir in [sb.dir.path(), outside.path()] {
+            let chown = Command::new("chown")
+                .arg("-R")
+                .arg("65534:65534")
+                .arg(dir)
+                .status()
+                .unwrap();
+            assert!(chown.success());
+        }
+        let mut c = Command::new("setpriv");
+        c.args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--",
+            "bash",
+        ])
+        .env("HOME", sb.home());
+        c
+    } else {
+        Command::new("bash")
+    };
     shell
         .args(["--norc", "--noprofile", "-i"])
         .current_dir(sb.dir.path())
@@ -202,8 +230,43 @@ fn shell_case(test: &str, toml: &str) {
         !marker.exists(),
         "a line typed by a tool ran in the person's shell:\n{probe}"
     );
-    if !toml.is_empty() {
+    if !toml.is_empty() || as_nobody {
         assert!(!probe.contains("INJECTED"), "{probe}");
+    }
+}
+
+/// The same in the local environment for a person who is not root: with
+/// no controlling terminal and no capability, no command can push input
+/// into the terminal at all.
+#[test]
+fn a_local_call_of_a_user_who_is_not_root_cannot_type_into_the_shell() {
+    let test = "a_local_call_of_a_user_who_is_not_root_cannot_type_into_the_shell";
+    let Some(()) = require(
+        "root",
+        test,
+        require::root().and_then(|()| nobody_can_run()),
+    ) else {
+        return;
+    };
+    shell_case_as(test, "", true);
+}
+
+/// `setpriv` is there and `nobody` can run the binary (a checkout under
+/// `/root` is closed to it).
+fn nobody_can_run() -> Result<(), String> {
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(bin())
+        .arg("--version")
+        .output()
+        .map_err(|e| format!("setpriv: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "nobody cannot run the binary: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
     }
 }
 
