@@ -244,30 +244,11 @@ fn a_local_call_of_a_user_who_is_not_root_cannot_type_into_the_shell() {
     let Some(()) = require(
         "root",
         test,
-        require::root().and_then(|()| nobody_can_run()),
+        require::root().and_then(|()| crate::support::require::nobody()),
     ) else {
         return;
     };
     shell_case_as(test, "", true);
-}
-
-/// `setpriv` is there and `nobody` can run the binary (a checkout under
-/// `/root` is closed to it).
-fn nobody_can_run() -> Result<(), String> {
-    let out = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-        .arg(bin())
-        .arg("--version")
-        .output()
-        .map_err(|e| format!("setpriv: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "nobody cannot run the binary: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
 }
 
 #[test]

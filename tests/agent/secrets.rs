@@ -310,25 +310,6 @@ fn a_run_key_and_a_resume_key_set_together_reach_no_sandboxed_child() {
     run_key_then_resume_key("[env]\nkind = \"sandbox\"\n");
 }
 
-/// `setpriv` is there and `nobody` can run the binary (a checkout under
-/// `/root` is closed to it).
-fn nobody_can_run() -> Result<(), String> {
-    let out = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-        .arg(crate::support::e2e::bin())
-        .arg("--version")
-        .output()
-        .map_err(|e| format!("setpriv: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "nobody cannot run the binary: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
-
 /// The agent and its probe as `nobody`: a same-user, non-root process can
 /// neither read the agent's environ nor open its memory (the agent is not
 /// dumpable).
@@ -337,7 +318,7 @@ fn a_same_user_process_cannot_read_the_agents_environ_or_memory() {
     let Some(()) = require(
         "root",
         "a_same_user_process_cannot_read_the_agents_environ_or_memory",
-        root().and_then(|()| nobody_can_run()),
+        root().and_then(|()| crate::support::require::nobody()),
     ) else {
         return;
     };

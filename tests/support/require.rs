@@ -207,3 +207,22 @@ pub fn mcp_server(name: &str) -> Result<std::path::PathBuf, String> {
         Err(e) => Err(format!("node is not installed ({e})")),
     }
 }
+
+/// `setpriv` is there and `nobody` can run the binary (a checkout under
+/// `/root` is closed to it): what the tests run as another user need.
+pub fn nobody() -> Result<(), String> {
+    let out = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(super::e2e::bin())
+        .arg("--version")
+        .output()
+        .map_err(|e| format!("setpriv: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "nobody cannot run the binary: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
