@@ -129,11 +129,16 @@ pub fn all_files(dir: &Path) -> Vec<PathBuf> {
 /// A temp directory on the host's real file system, outside any workspace
 /// and outside `/tmp` (which a sandbox replaces with a private one): where a
 /// write escaping the sandbox would land. A checkout under `/tmp` has its
-/// target dir there too, so `/var/tmp` is used then.
+/// target dir there too, so `~/.cache/tinyagent-tests` is used then.
 pub fn host_tempdir() -> tempfile::TempDir {
-    let target_tmp = env!("CARGO_TARGET_TMPDIR");
+    let target_tmp = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    // /var/tmp and /run are private in the sandbox too: under a checkout in
+    // /tmp, the person's cache directory is the host's real file system.
     let base = if target_tmp.starts_with("/tmp") {
-        "/var/tmp"
+        let home = std::env::var_os("HOME").map_or_else(|| "/root".into(), PathBuf::from);
+        let dir = home.join(".cache/tinyagent-tests");
+        std::fs::create_dir_all(&dir).expect("host temp base");
+        dir
     } else {
         target_tmp
     };
