@@ -1,6 +1,6 @@
 //! How a run is assembled: every origin of a run goes through here.
 //!
-//! A run starts from one of five origins ([`Origin`]): a new task (`run`,
+//! A run starts from one of five origins: a new task (`run`,
 //! `chat`), a log on this machine (`resume <wal>`), a whole-file trajectory
 //! (`resume file.json`), a run in a bucket (`resume s3://…`), or a fork of
 //! a log (`fork`, which writes the new log that `resume` then continues).
@@ -40,21 +40,6 @@ pub(crate) mod secrets;
 pub(crate) mod trajectory;
 
 pub use error::LaunchError;
-
-/// Where a run comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Origin {
-    /// A new task: `run`, `chat`.
-    New,
-    /// A log on this machine: `resume <wal>`.
-    Log,
-    /// A whole-file trajectory, imported first: `resume file.json`.
-    Trajectory,
-    /// A run stored in a bucket: `resume s3://…`.
-    Bucket,
-    /// A fork of a log at a step: `fork` (then `resume` of the new log).
-    Fork,
-}
 
 /// Refuses a chat without a terminal to talk on.
 pub fn need_terminal(what: &str) -> Result<(), LaunchError> {
