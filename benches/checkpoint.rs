@@ -271,6 +271,9 @@ fn fork_time(c: &mut Criterion, sizes: &Sizes, root: &Path) {
                 at,
                 output: Some(out.clone()),
                 restore: false,
+                force: false,
+                dry_run: false,
+                cwd: None,
             };
             tinyagent::launch::fork::make_fork(&args).expect("fork");
             let _ = std::fs::remove_file(&out);

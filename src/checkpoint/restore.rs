@@ -16,9 +16,18 @@ use std::path::{Path, PathBuf};
 /// What a pending restore is to do.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RestoreIntent {
+    /// The run of the log it sits beside.
+    #[serde(default)]
+    pub run_id: String,
     pub tree: String,
     pub step: u64,
     pub workspace: String,
+    /// The run's last checkpoint and the workspace before the restore (as
+    /// the log's `workspace.restored` record names them).
+    #[serde(default)]
+    pub last: String,
+    #[serde(default)]
+    pub before: String,
 }
 
 /// The restore intent file of a log.

@@ -34,7 +34,9 @@ pub mod fork;
 pub(crate) mod new;
 pub mod request;
 pub(crate) mod resume;
+pub mod rewind;
 pub(crate) mod secrets;
+pub(crate) mod workspace;
 
 pub use error::LaunchError;
 

@@ -52,7 +52,7 @@ impl FromBytes for std::ffi::OsStr {
 
 fn fork_cmd(sb: &Sandbox, to: &Path) -> Command {
     let mut c = Command::new(bin());
-    c.current_dir(sb.dir.path())
+    c.current_dir(sb.ws())
         .arg("fork")
         .arg(sb.wal())
         .args(["--at", "1", "--restore", "-o"])
