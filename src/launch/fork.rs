@@ -291,6 +291,13 @@ pub fn diff(wal: &Path, step: Option<u64>, call: Option<&str>) -> Result<i32, La
             };
             (i.checked_sub(1).map(|j| &marks[j]), Some(&marks[i]))
         }
+        (Some(n), None) if n > loaded.state.step.max(marks.last().map_or(0, |m| m.step)) => {
+            return Err(LaunchError::refused(format!(
+                "{}: no step {n} in the log (its last step is {})",
+                wal.display(),
+                loaded.state.step
+            )));
+        }
         (Some(n), None) => (
             marks.iter().rev().find(|m| m.step < n),
             marks.iter().rev().find(|m| m.step <= n),

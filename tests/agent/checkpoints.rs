@@ -305,6 +305,14 @@ fn log_diff_shows_what_a_step_or_a_call_changed() {
     let o = tinyagent(sb.dir.path(), &["log", "diff", w, "--call", "no-such-call"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("no checkpoint after call no-such-call"));
+    // A step the log does not have: exit 2 naming it, nothing printed
+    // (it used to print nothing and exit 0).
+    let o = tinyagent(sb.dir.path(), &["log", "diff", w, "--step", "99"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(o.stdout.is_empty());
+    let err = stderr(&o);
+    assert!(err.contains("no step 99 in the log"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
 }
 
 #[test]
