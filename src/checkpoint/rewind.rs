@@ -289,6 +289,23 @@ pub fn plan(
         }
         plan.actions.push((c.path.clone(), c.want.clone()));
     }
+    // A file over the cap at the restore point that is not as it was then
+    // cannot be brought back (it was never stored): it is named, with the
+    // SHA-256 recorded, never silently passed over.
+    for o in oversized_at_want {
+        if plan.oversized.iter().any(|p| p.path == o.path) || !sane(&o.path) {
+            continue;
+        }
+        let full = workspace.join(&o.path);
+        if protected.covers(&full) {
+            continue;
+        }
+        let same = std::fs::symlink_metadata(&full).is_ok_and(|m| m.file_type().is_file())
+            && super::sha256_file(&full).is_ok_and(|h| h == o.sha256);
+        if !same {
+            plan.oversized.push(o.clone());
+        }
+    }
     plan
 }
 

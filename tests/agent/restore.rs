@@ -236,3 +236,262 @@ fn undo_gives_the_workspace_back_byte_for_byte() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("records no restore to undo"));
 }
+
+/// Regression: `<wal>.d/restore.json` was carried out as written; one naming
+/// another directory and git's empty tree emptied it. An intent the log
+/// records no restore for is refused (exit 2) and nothing changes.
+#[test]
+fn a_planted_intent_is_refused_and_changes_nothing() {
+    if require("git", "restore_planted_intent", require::git()).is_none() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let ws = sb.ws();
+    two_steps(&sb);
+    let victim = sb.path("victim");
+    std::fs::create_dir(&victim).unwrap();
+    std::fs::write(victim.join("precious"), "keep me\n").unwrap();
+    let wal = sb.wal();
+    let fork = sb.path("fork.wal");
+    ok(&tinyagent(
+        &sb,
+        &ws,
+        &[
+            "fork",
+            wal.to_str().unwrap(),
+            "--at",
+            "1",
+            "-o",
+            fork.to_str().unwrap(),
+        ],
+    ));
+    let run_id = contract::read(&fork)[0].data["run_id"].clone();
+    let before = tree_state(sb.dir.path());
+    for target in [&victim, &ws] {
+        let intent = json!({
+            "run_id": run_id,
+            "tree": "4b825dc642cb6eb9a060e54bf8d69288fbee4904",
+            "step": 1,
+            "workspace": target.display().to_string(),
+        });
+        let path = sb.path("fork.wal.d/restore.json");
+        std::fs::write(&path, intent.to_string()).unwrap();
+        let planted = tree_state(sb.dir.path());
+        let o = tinyagent(
+            &sb,
+            &ws,
+            &[
+                "resume",
+                fork.to_str().unwrap(),
+                "--base-url",
+                "http://127.0.0.1:9",
+            ],
+        );
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        let err = stderr(&o);
+        assert!(err.contains(&path.display().to_string()), "{err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        assert_eq!(
+            tree_state(sb.dir.path()),
+            planted,
+            "a refusal changed something"
+        );
+        std::fs::remove_file(&path).unwrap();
+    }
+    assert_eq!(tree_state(sb.dir.path()), before);
+}
+
+/// Regression: a forged log (valid CRCs) whose workspace was the parent of
+/// `$HOME` made `fork --restore` delete a file under it. An ancestor of
+/// `$HOME` is refused even from there; a workspace named only by a log is
+/// refused from elsewhere.
+#[test]
+fn a_forged_workspace_at_an_ancestor_of_home_or_elsewhere_is_refused() {
+    if require("git", "restore_forged_workspace", require::git()).is_none() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let ws = sb.ws();
+    two_steps(&sb);
+    let top = sb.path("top");
+    let home = top.join("me");
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::write(home.join(".ssh/id_ed25519"), "secret\n").unwrap();
+    let wal = sb.wal();
+    crate::support::e2e::forge_run_started(&wal, |r| {
+        r.settings.cwd = top.display().to_string();
+    });
+    let before = tree_state(sb.dir.path());
+    let fork = sb.path("fork.wal");
+    let args = fork_args(wal.to_str().unwrap(), fork.to_str().unwrap(), &[]);
+    let mut c = Command::new(bin());
+    c.current_dir(&top)
+        .args(&args)
+        .env("HOME", &home)
+        .env("TINYAGENT_HOME", sb.home())
+        .stdin(Stdio::null());
+    let o = output(c);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("ancestor"), "{}", stderr(&o));
+    assert_eq!(
+        tree_state(sb.dir.path()),
+        before,
+        "a refusal changed something"
+    );
+    // From elsewhere, a workspace only the log names is not taken.
+    std::fs::remove_dir_all(&top).unwrap();
+    std::fs::create_dir(&top).unwrap();
+    std::fs::write(top.join("file"), "x\n").unwrap();
+    let before_top = tree_state(sb.dir.path());
+    let o = tinyagent(&sb, &ws, &args);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("not taken on its word"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(tree_state(sb.dir.path()), before_top);
+}
+
+/// Regression: a stale intent from an earlier, killed `fork --restore` was
+/// carried out by a later fork made without `--restore`.
+#[test]
+fn a_fork_without_restore_removes_a_stale_intent_and_changes_nothing() {
+    if require("git", "restore_stale_intent", require::git()).is_none() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let ws = sb.ws();
+    two_steps(&sb);
+    let wal = sb.wal();
+    let fork = sb.path("fork.wal");
+    let intent = sb.path("fork.wal.d/restore.json");
+    std::fs::create_dir_all(intent.parent().unwrap()).unwrap();
+    std::fs::write(
+        &intent,
+        json!({"tree": "4b825dc642cb6eb9a060e54bf8d69288fbee4904", "step": 1,
+               "workspace": ws.display().to_string()})
+        .to_string(),
+    )
+    .unwrap();
+    let before = tree_state(&ws);
+    ok(&tinyagent(
+        &sb,
+        &ws,
+        &[
+            "fork",
+            wal.to_str().unwrap(),
+            "--at",
+            "1",
+            "-o",
+            fork.to_str().unwrap(),
+        ],
+    ));
+    assert!(!intent.exists(), "the stale intent is gone");
+    assert_eq!(tree_state(&ws), before);
+    // ... and the fork resumes without carrying anything out.
+    let server = MockServer::start(vec![MockReply::text("ok")]);
+    ok(&tinyagent(
+        &sb,
+        &ws,
+        &[
+            "resume",
+            fork.to_str().unwrap(),
+            "--message",
+            "go",
+            "--base-url",
+            &server.base_url(),
+        ],
+    ));
+    assert_eq!(std::fs::read(ws.join("a.txt")).unwrap(), b"two\n");
+}
+
+/// Regression: a restore to the last step deleted `./tinyagent.toml` and the
+/// hook programs; now it changes nothing at all.
+#[test]
+fn a_restore_to_the_last_step_changes_nothing() {
+    if require("git", "restore_last_step", require::git()).is_none() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let ws = sb.ws();
+    two_steps(&sb);
+    std::fs::write(ws.join("tinyagent.toml"), "[limits]\nmax_steps = 9\n").unwrap();
+    std::fs::create_dir_all(ws.join("hooks")).unwrap();
+    std::fs::write(ws.join("hooks/pre.sh"), "#!/bin/sh\n").unwrap();
+    let before = tree_state(&ws);
+    let wal = sb.wal();
+    let fork = sb.path("fork.wal");
+    ok(&tinyagent(
+        &sb,
+        &ws,
+        &[
+            "fork",
+            wal.to_str().unwrap(),
+            "--at",
+            "2",
+            "-o",
+            fork.to_str().unwrap(),
+            "--restore",
+        ],
+    ));
+    assert_eq!(tree_state(&ws), before);
+}
+
+/// Regression: a file over the size cap was silently not brought back, and
+/// a file ignored at the step was deleted when the run later removed
+/// `.gitignore`. The first is named with its recorded SHA-256; the second
+/// is left.
+#[test]
+fn an_oversized_file_is_named_and_a_file_ignored_at_the_step_is_kept() {
+    if require("git", "restore_oversized_ignored", require::git()).is_none() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let ws = sb.ws();
+    std::fs::write(ws.join(".gitignore"), "*.tmp\n").unwrap();
+    std::fs::write(ws.join("x.tmp"), "scratch\n").unwrap();
+    let big = vec![b'z'; 200];
+    std::fs::write(ws.join("big.bin"), &big).unwrap();
+    let server = MockServer::start(vec![
+        MockReply::tool_call("write", json!({"path": "a.txt", "content": "one\n"})),
+        MockReply::tool_call(
+            "bash",
+            json!({"command": "echo two > a.txt && rm big.bin .gitignore"}),
+        ),
+        MockReply::text("done"),
+    ]);
+    let mut run = sb.run_cmd(&server.base_url(), "go");
+    run.env("TINYAGENT_CHECKPOINT_MAX_FILE_BYTES", "100");
+    let out = output(run);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let sha = {
+        use sha2::Digest;
+        format!("{:x}", sha2::Sha256::digest(&big))
+    };
+    let wal = sb.wal();
+    let fork = sb.path("fork.wal");
+    let args = fork_args(
+        wal.to_str().unwrap(),
+        fork.to_str().unwrap(),
+        &["--dry-run"],
+    );
+    let plan = ok(&tinyagent(&sb, &ws, &args));
+    assert_eq!(
+        plan.lines().collect::<Vec<_>>(),
+        [
+            "restore .gitignore".to_string(),
+            "restore a.txt".to_string(),
+            "conflict x.tmp (ignored at the restore point: not removed)".to_string(),
+            format!("skipped-oversized big.bin (200 bytes, sha256 {sha})"),
+        ]
+    );
+    ok(&tinyagent(
+        &sb,
+        &ws,
+        &fork_args(wal.to_str().unwrap(), fork.to_str().unwrap(), &[]),
+    ));
+    assert_eq!(std::fs::read(ws.join("x.tmp")).unwrap(), b"scratch\n");
+    assert_eq!(std::fs::read(ws.join(".gitignore")).unwrap(), b"*.tmp\n");
+    assert_eq!(std::fs::read(ws.join("a.txt")).unwrap(), b"one\n");
+}
