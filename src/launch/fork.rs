@@ -12,10 +12,13 @@
 //! renamed into place last; a log that exists and is this very fork
 //! (`forked_from` and its length match) counts as done.
 //!
-//! With `--restore` a restore intent is written beside the new log before
-//! the log is renamed into place; then the workspace is put back to the
-//! step's last checkpoint and the intent removed. A rerun (or `resume` of
-//! the fork) finishes a restore a kill cut short.
+//! With `--restore` (rewind.rs) the workspace as it is is stored in the
+//! fork's store, a restore intent is written beside the new log and the log
+//! ends in a `workspace.restored` record before it is renamed into place;
+//! then the paths the run changed after the step are put back (three-way:
+//! a path changed since is a conflict, left) and the intent removed. A
+//! rerun (or `resume` of the fork) finishes a restore a kill cut short. A
+//! fork without `--restore` removes an intent an earlier kill left.
 
 use super::LaunchError;
 use super::request::ForkArgs;
