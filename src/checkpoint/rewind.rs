@@ -200,15 +200,20 @@ fn current(full: &Path, max: u64) -> Result<Option<Entry>, String> {
 }
 
 /// Whether every directory between the workspace and `rel` is a real
-/// directory (or absent): nothing is written through a link.
-fn leading_dirs_safe(workspace: &Path, rel: &Path) -> bool {
+/// directory (or absent): nothing is written through a link. A leading
+/// path for which `removed` holds (the plan removes it first) counts as
+/// absent.
+fn leading_dirs_safe(workspace: &Path, rel: &Path, removed: &dyn Fn(&Path) -> bool) -> bool {
     let mut at = workspace.to_path_buf();
+    let mut sub = PathBuf::new();
     let parts: Vec<_> = rel.components().collect();
     for c in &parts[..parts.len().saturating_sub(1)] {
         at.push(c);
+        sub.push(c);
         match std::fs::symlink_metadata(&at) {
             Ok(m) if m.file_type().is_dir() => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return true,
+            Ok(_) if removed(&sub) => return true,
             _ => return false,
         }
     }
@@ -242,6 +247,7 @@ pub fn plan(
         .map(|o| (o.path.as_str(), o))
         .collect();
     let mut plan = Plan::default();
+    let mut dirs = Vec::new();
     for c in changes {
         let full = workspace.join(&c.path);
         if !sane(&c.path) || protected.covers(&full) {
@@ -257,13 +263,20 @@ pub fn plan(
             path: c.path.clone(),
             why: why.to_string(),
         };
-        if !leading_dirs_safe(workspace, Path::new(&c.path)) {
+        let deleted = |p: &Path| plan.delete.iter().any(|d| Path::new(d) == p);
+        if !leading_dirs_safe(workspace, Path::new(&c.path), &deleted) {
             plan.conflicts
                 .push(conflict("a leading directory is a symlink or a file"));
             continue;
         }
         let now = match current(&full, max) {
             Ok(n) => n,
+            Err(_) if c.want.is_some() && c.expect.is_none() && full.is_dir() => {
+                // A directory where the file is to come back: decided once
+                // the removals are known.
+                dirs.push(c);
+                continue;
+            }
             Err(why) => {
                 plan.conflicts.push(conflict(&why));
                 continue;
@@ -289,6 +302,24 @@ pub fn plan(
         }
         plan.actions.push((c.path.clone(), c.want.clone()));
     }
+    // A directory the plan empties (every file under it removed) goes, and
+    // the file comes back in its place; else it is a conflict.
+    for c in dirs {
+        let mut under = Vec::new();
+        files_under(&workspace.join(&c.path), Path::new(&c.path), &mut under);
+        if under
+            .iter()
+            .all(|f| plan.delete.iter().any(|d| Path::new(d) == f))
+        {
+            plan.restore.push(c.path.clone());
+            plan.actions.push((c.path.clone(), c.want.clone()));
+        } else {
+            plan.conflicts.push(Conflict {
+                path: c.path.clone(),
+                why: "a directory holding files the restore does not remove".into(),
+            });
+        }
+    }
     // A file over the cap at the restore point that is not as it was then
     // cannot be brought back (it was never stored): it is named, with the
     // SHA-256 recorded, never silently passed over.
@@ -307,6 +338,19 @@ pub fn plan(
         }
     }
     plan
+}
+
+/// Every non-directory under `dir` (as paths relative to the workspace,
+/// `rel` being `dir`'s).
+fn files_under(dir: &Path, rel: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let (p, r) = (e.path(), rel.join(e.file_name()));
+        if std::fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_dir()) {
+            files_under(&p, &r, out);
+        } else {
+            out.push(r);
+        }
+    }
 }
 
 /// The contents of `ids` from the store (`git cat-file --batch`).
@@ -351,10 +395,13 @@ pub fn apply(git: &Git, workspace: &Path, plan: &Plan) -> Result<(), CheckpointE
         .collect();
     let data = blobs(git, &ids)?;
     let io = |p: &Path, e: std::io::Error| CheckpointError::Io(format!("{}: {e}", p.display()));
-    for (rel, want) in &plan.actions {
+    // Removals first: a file the run put where a directory was goes before
+    // the directory's files come back.
+    let (gone, back): (Vec<_>, Vec<_>) = plan.actions.iter().partition(|(_, w)| w.is_none());
+    for (rel, want) in gone.into_iter().chain(back) {
         let full = workspace.join(rel);
         // Checked again just before the write: nothing through a link.
-        if !leading_dirs_safe(workspace, Path::new(rel)) {
+        if !leading_dirs_safe(workspace, Path::new(rel), &|_| false) {
             continue;
         }
         match want {
@@ -476,6 +523,36 @@ pub fn ignored_in(git: &Git, tree: &str) -> Result<impl Fn(&str) -> bool, Checkp
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_the_run_put_where_a_directory_was_goes_before_its_files_come_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path();
+        std::fs::write(ws.join("sub"), b"a file now\n").unwrap();
+        let e = |b: &[u8]| {
+            Some(Entry {
+                mode: "100644".into(),
+                id: hex(&object_id(Kind::Blob, b)),
+            })
+        };
+        let changes = vec![
+            Change {
+                path: "sub".into(),
+                want: None,
+                expect: e(b"a file now\n"),
+            },
+            Change {
+                path: "sub/x".into(),
+                want: e(b"x\n"),
+                expect: None,
+            },
+        ];
+        let none = crate::exec::protected::Protected::none();
+        let p = plan(ws, &changes, &none, &[], &|_| false, false);
+        assert_eq!(p.delete, vec!["sub".to_string()]);
+        assert_eq!(p.restore, vec!["sub/x".to_string()]);
+        assert!(p.conflicts.is_empty(), "{:?}", p.conflicts);
+    }
 
     #[test]
     fn only_plain_relative_paths_are_planned() {

@@ -495,3 +495,37 @@ fn an_oversized_file_is_named_and_a_file_ignored_at_the_step_is_kept() {
     assert_eq!(std::fs::read(ws.join(".gitignore")).unwrap(), b"*.tmp\n");
     assert_eq!(std::fs::read(ws.join("a.txt")).unwrap(), b"one\n");
 }
+
+/// A directory the run replaced by a file comes back with its files (the
+/// file goes first).
+#[test]
+fn a_directory_the_run_replaced_by_a_file_comes_back() {
+    if require("git", "restore_dir_to_file", require::git()).is_none() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let ws = sb.ws();
+    std::fs::create_dir(ws.join("sub")).unwrap();
+    std::fs::write(ws.join("sub/x"), "x\n").unwrap();
+    let server = MockServer::start(vec![
+        MockReply::tool_call("write", json!({"path": "a.txt", "content": "one\n"})),
+        MockReply::tool_call("bash", json!({"command": "rm -r sub && echo file > sub"})),
+        MockReply::text("done"),
+    ]);
+    let out = output(sb.run_cmd(&server.base_url(), "go"));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let wal = sb.wal();
+    let fork = sb.path("fork.wal");
+    ok(&tinyagent(
+        &sb,
+        &ws,
+        &fork_args(wal.to_str().unwrap(), fork.to_str().unwrap(), &[]),
+    ));
+    assert_eq!(std::fs::read(ws.join("sub/x")).unwrap(), b"x\n");
+    ok(&tinyagent(
+        &sb,
+        &ws,
+        &["restore", "--undo", fork.to_str().unwrap()],
+    ));
+    assert_eq!(std::fs::read(ws.join("sub")).unwrap(), b"file\n");
+}
