@@ -112,8 +112,15 @@ fn fork_bytes(
     if let Some(event) = extra {
         let seq = prefix.frames.len() as u64 + 1;
         let ts = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
+        let start = out.len();
         frame::encode(seq, prev, &ts, event, &mut out)
             .map_err(|e| LaunchError::failed(format!("cannot frame record {seq}: {e}")))?;
+        if out.len() - start > frame::MAX_LINE_LEN {
+            return Err(LaunchError::refused(
+                "the restore changes too many paths to record in one log line; restore in \
+                 smaller steps (fork at a later step first)",
+            ));
+        }
     }
     Ok(out)
 }
@@ -249,17 +256,20 @@ pub fn make_fork(args: &ForkArgs) -> Result<Option<Forked>, LaunchError> {
                 .map_err(|e| super::new::checkpoint_error("", &e))?;
         }
         let mut extra = None;
+        let mut intent = None;
         if let Some(spec) = &spec {
             // The workspace as it is is stored first; the intent and the
             // record go before the log: once the fork's log exists, the
             // restore it asked for is never lost (resume finishes it).
-            let (intent, record) =
+            let (i, record) =
                 super::rewind::prepare(&new_store, spec, &wal, &target, &started.run_id, args)?;
-            restore::write_intent(&target, &intent)
-                .map_err(|e| LaunchError::failed(e.to_string()))?;
+            intent = Some(i);
             extra = Some(Event::WorkspaceRestored(record));
         }
         let bytes = fork_bytes(&prefix, &Event::RunStarted(started), extra.as_ref())?;
+        if let Some(i) = &intent {
+            restore::write_intent(&target, i).map_err(|e| LaunchError::failed(e.to_string()))?;
+        }
         tinyagent_store::fsutil::atomic_write(&target, &bytes)
             .map_err(|e| LaunchError::failed(format!("writing {}: {e}", target.display())))?;
     }
