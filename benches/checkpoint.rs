@@ -14,6 +14,14 @@
 //!   grows (goal: the big file stored once).
 //! - `fork/<records>`: `tinyagent fork` of a 100,000-record log (the fork's
 //!   log written and synced, its store copied from a store of 100 files).
+//! - `restore/three_way_one_changed_of_<n>` and `restore/full_one_changed_of_<n>`:
+//!   putting back one file the run changed in a 10,000-file workspace, the
+//!   three-way restore (plan from the two trees, the workspace stored as it
+//!   is, the one path written) against the earlier full restore (the
+//!   workspace stored, then `read-tree`, `update-index --refresh` and
+//!   `read-tree -u` over every file). Medians are printed after the group.
+//!
+//! A filter argument runs only the parts whose name holds it.
 //!
 //! Under `cargo test --benches` (no `--bench` argument) every size shrinks so
 //! the check takes seconds. Scratch files go to cargo's target tmp dir, on the
@@ -271,6 +279,9 @@ fn fork_time(c: &mut Criterion, sizes: &Sizes, root: &Path) {
                 at,
                 output: Some(out.clone()),
                 restore: false,
+                force: false,
+                dry_run: false,
+                cwd: None,
             };
             tinyagent::launch::fork::make_fork(&args).expect("fork");
             let _ = std::fs::remove_file(&out);
@@ -282,6 +293,74 @@ fn fork_time(c: &mut Criterion, sizes: &Sizes, root: &Path) {
     group.finish();
 }
 
+fn restore_cost(c: &mut Criterion, sizes: &Sizes, root: &Path) {
+    use tinyagent::checkpoint::{Git, rewind};
+    let root = root.join("restore");
+    let ws = workspace(&root, sizes.dirs, sizes.files_per_dir);
+    let n = sizes.dirs * sizes.files_per_dir;
+    let store = root.join("store.git");
+    let mut cp = Checkpointer::for_store(&store, &ws, Protected::none());
+    let target = cp.take(None).expect("checkpoint").tree;
+    let file = ws.join("d000/f000.rs");
+    let original = std::fs::read(&file).expect("read");
+    std::fs::write(&file, b"changed by the run\n").expect("write");
+    let last = cp.take(Some(&target)).expect("checkpoint").tree;
+    drop(cp);
+    let git = Git {
+        git_dir: store.clone(),
+        work_tree: ws.clone(),
+        index: None,
+    };
+    let change = || std::fs::write(&file, b"changed by the run\n").expect("write");
+    let three_way = || {
+        let changes = rewind::tree_changes(&git, &target, &last).expect("diff");
+        let ignored = rewind::ignored_in(&git, &target).expect("ignore rules");
+        let none = Protected::none();
+        let mut plan = rewind::plan(&ws, &changes, &none, &[], &ignored, false);
+        let mut cp = Checkpointer::for_store(&store, &ws, none);
+        let before = cp.take(Some(&target)).expect("before").tree;
+        let stored = rewind::tree_changes(&git, &target, &before).expect("diff");
+        plan.keep_only_stored(&ws, &stored);
+        rewind::apply(&git, &ws, &plan).expect("apply");
+        assert_eq!(plan.restore.len(), 1);
+    };
+    let full = || {
+        tinyagent::checkpoint::restore::restore(&store, &ws, &target, &Protected::none())
+            .expect("restore");
+    };
+    let mut group = c.benchmark_group("restore");
+    group.sampling_mode(SamplingMode::Flat);
+    group.bench_function(format!("three_way_one_changed_of_{n}"), |b| {
+        b.iter_batched(change, |()| three_way(), criterion::BatchSize::PerIteration);
+    });
+    group.bench_function(format!("full_one_changed_of_{n}"), |b| {
+        b.iter_batched(change, |()| full(), criterion::BatchSize::PerIteration);
+    });
+    group.finish();
+    // Medians from interleaved samples of both (the same noise for each).
+    let (mut three, mut old) = (Vec::new(), Vec::new());
+    for _ in 0..sizes.ratio_samples {
+        change();
+        let t = Instant::now();
+        three_way();
+        three.push(t.elapsed().as_secs_f64() * 1e6);
+        change();
+        let t = Instant::now();
+        full();
+        old.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    let (a, b) = (summarize(&three), summarize(&old));
+    println!(
+        "restore of one changed file of {n}: three-way median {:.0} us (p90 {:.0}); the full restore median {:.0} us (p90 {:.0}); ratio {:.2} (goal <= 1)",
+        a.median_us,
+        a.p90_us,
+        b.median_us,
+        b.p90_us,
+        a.median_us / b.median_us.max(1e-9)
+    );
+    assert_eq!(std::fs::read(&file).expect("read"), original);
+}
+
 fn main() {
     let quick = !std::env::args().any(|a| a == "--bench");
     let sizes = Sizes::new(quick);
@@ -291,8 +370,21 @@ fn main() {
         .measurement_time(Duration::from_secs(3))
         .warm_up_time(Duration::from_millis(300))
         .configure_from_args();
-    checkpoint_cost(&mut c, &sizes, dir.path());
-    fork_time(&mut c, &sizes, dir.path());
+    // A filter (`cargo bench --bench checkpoint -- restore`) also skips the
+    // other parts' printed samples.
+    let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    let wanted = |part: &str| filter.as_deref().is_none_or(|f| part.contains(f));
+    if wanted("checkpoint") {
+        checkpoint_cost(&mut c, &sizes, dir.path());
+    }
+    if wanted("fork") {
+        fork_time(&mut c, &sizes, dir.path());
+    }
+    if wanted("restore") {
+        restore_cost(&mut c, &sizes, dir.path());
+    }
     c.final_summary();
-    store_growth(&sizes, dir.path());
+    if wanted("store growth") {
+        store_growth(&sizes, dir.path());
+    }
 }

@@ -657,6 +657,33 @@ pub struct WorkspaceCheckpoint {
     pub walk: Option<String>,
 }
 
+/// A restore of the workspace (`fork --restore`), written before the
+/// workspace is changed: what it puts back and how to undo it. Only paths
+/// the run changed after the restore point that still hold what its last
+/// checkpoint recorded are changed (all of them with `force`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkspaceRestored {
+    /// The step restored to.
+    pub step: u64,
+    /// The restore point's tree (in this log's checkpoint store).
+    pub tree: String,
+    /// The run's last checkpoint's tree.
+    pub last: String,
+    /// The workspace as it was before the restore: `restore --undo` puts
+    /// the changed paths back to it.
+    pub before: String,
+    /// The workspace restored.
+    pub workspace: String,
+    #[serde(default)]
+    pub force: bool,
+    /// The paths the restore changes.
+    #[serde(default)]
+    pub paths: Vec<String>,
+    /// The paths left as they are (changed since the run's last checkpoint).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conflicts: Vec<String>,
+}
+
 /// A message the person added to the conversation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UserMessage {
@@ -787,6 +814,8 @@ pub enum Event {
     RunFinished(RunFinished),
     #[serde(rename = "workspace.checkpoint")]
     WorkspaceCheckpoint(WorkspaceCheckpoint),
+    #[serde(rename = "workspace.restored")]
+    WorkspaceRestored(WorkspaceRestored),
     #[serde(rename = "user.message")]
     UserMessage(UserMessage),
     #[serde(rename = "chat.waiting")]
@@ -814,6 +843,7 @@ impl Event {
             Event::Resume(_) => "resume",
             Event::RunFinished(_) => "run.finished",
             Event::WorkspaceCheckpoint(_) => "workspace.checkpoint",
+            Event::WorkspaceRestored(_) => "workspace.restored",
             Event::UserMessage(_) => "user.message",
             Event::ChatWaiting(_) => "chat.waiting",
             Event::ApprovalRequested(_) => "approval.requested",

@@ -24,6 +24,7 @@ mod git;
 mod index;
 mod objects;
 pub mod restore;
+pub mod rewind;
 #[cfg(test)]
 mod tests;
 pub mod trust;

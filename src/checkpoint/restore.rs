@@ -1,6 +1,9 @@
-//! Putting a workspace back to a checkpoint's tree.
+//! A restore's intent, and putting a whole workspace back to a tree.
 //!
-//! A restore makes the workspace's stored files equal the tree: files that
+//! `fork --restore` and `restore --undo` are three-way (rewind.rs): they
+//! change only what the run changed. [`restore`] here is for a workspace
+//! tinyagent fills itself (a resume from a bucket into a new directory):
+//! it makes the workspace's stored files equal the tree: files that
 //! are not in it are removed (with directories that become empty), every
 //! file of it is written back. Ignored files, `.git` directories and the
 //! run's own files are never looked at, so they stay as they are. It is
@@ -16,9 +19,18 @@ use std::path::{Path, PathBuf};
 /// What a pending restore is to do.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RestoreIntent {
+    /// The run of the log it sits beside.
+    #[serde(default)]
+    pub run_id: String,
     pub tree: String,
     pub step: u64,
     pub workspace: String,
+    /// The run's last checkpoint and the workspace before the restore (as
+    /// the log's `workspace.restored` record names them).
+    #[serde(default)]
+    pub last: String,
+    #[serde(default)]
+    pub before: String,
 }
 
 /// The restore intent file of a log.

@@ -3,7 +3,8 @@
 
 pub use crate::bench::BenchSaveArgs;
 pub use crate::launch::request::{
-    ChatArgs, ColorChoice, ForkArgs, ProviderArgs, ResumeArgs, RunArgs, RunOptions, SessionFlags,
+    ChatArgs, ColorChoice, ForkArgs, ProviderArgs, RestoreArgs, ResumeArgs, RunArgs, RunOptions,
+    SessionFlags,
 };
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -47,6 +48,9 @@ pub enum Command {
     /// original is never changed); --restore also puts the workspace's files
     /// back to that step.
     Fork(ForkArgs),
+    /// Undo a fork's restore: `tinyagent restore --undo <FORK.wal>` puts the
+    /// paths it changed back as they were before it.
+    Restore(RestoreArgs),
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),

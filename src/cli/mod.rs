@@ -329,5 +329,8 @@ async fn dispatch(cli: Cli) -> Result<i32, CliError> {
         Command::Fork(a) => {
             crate::runtime::blocking(|| crate::launch::fork::fork(&a).map_err(CliError::from))
         }
+        Command::Restore(a) => {
+            crate::runtime::blocking(|| crate::launch::rewind::undo(&a).map_err(CliError::from))
+        }
     }
 }

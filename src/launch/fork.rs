@@ -12,10 +12,13 @@
 //! renamed into place last; a log that exists and is this very fork
 //! (`forked_from` and its length match) counts as done.
 //!
-//! With `--restore` a restore intent is written beside the new log before
-//! the log is renamed into place; then the workspace is put back to the
-//! step's last checkpoint and the intent removed. A rerun (or `resume` of
-//! the fork) finishes a restore a kill cut short.
+//! With `--restore` (rewind.rs) the workspace as it is is stored in the
+//! fork's store, a restore intent is written beside the new log and the log
+//! ends in a `workspace.restored` record before it is renamed into place;
+//! then the paths the run changed after the step are put back (three-way:
+//! a path changed since is a conflict, left) and the intent removed. A
+//! rerun (or `resume` of the fork) finishes a restore a kill cut short. A
+//! fork without `--restore` removes an intent an earlier kill left.
 
 use super::LaunchError;
 use super::request::ForkArgs;
@@ -28,7 +31,6 @@ use tinyagent_store::wal::{frame, reader};
 /// The original's records a fork of step `at` keeps, and its last seq.
 struct Prefix {
     frames: Vec<frame::Frame<Event>>,
-    state: State,
 }
 
 /// Reads the records of `wal` up to the end of step `at`.
@@ -90,18 +92,35 @@ fn read_prefix(wal: &Path, at: u64) -> Result<Prefix, LaunchError> {
             state.saved_step
         )));
     }
-    Ok(Prefix { frames, state })
+    Ok(Prefix { frames })
 }
 
 /// The fork's log: the prefix re-framed, its first record the new
 /// `run.started`.
-fn fork_bytes(prefix: &Prefix, started: &Event) -> Result<Vec<u8>, LaunchError> {
+fn fork_bytes(
+    prefix: &Prefix,
+    started: &Event,
+    extra: Option<&Event>,
+) -> Result<Vec<u8>, LaunchError> {
     let mut out = Vec::new();
     let mut prev = 0u32;
     for (i, f) in prefix.frames.iter().enumerate() {
         let event = if i == 0 { started } else { &f.event };
         prev = frame::encode(i as u64 + 1, prev, &f.ts, event, &mut out)
             .map_err(|e| LaunchError::failed(format!("cannot frame record {}: {e}", i + 1)))?;
+    }
+    if let Some(event) = extra {
+        let seq = prefix.frames.len() as u64 + 1;
+        let ts = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
+        let start = out.len();
+        frame::encode(seq, prev, &ts, event, &mut out)
+            .map_err(|e| LaunchError::failed(format!("cannot frame record {seq}: {e}")))?;
+        if out.len() - start > frame::MAX_LINE_LEN {
+            return Err(LaunchError::refused(
+                "the restore changes too many paths to record in one log line; restore in \
+                 smaller steps (fork at a later step first)",
+            ));
+        }
     }
     Ok(out)
 }
@@ -127,10 +146,14 @@ fn is_this_fork(target: &Path, from: &ForkedFrom, records: usize) -> bool {
             .is_some_and(|f| f.run_id == from.run_id && f.seq == from.seq && f.step == from.step)
 }
 
-/// `tinyagent fork <WAL> --at <STEP> [-o <NEW.wal>] [--restore]`.
+/// `tinyagent fork <WAL> --at <STEP> [-o <NEW.wal>] [--restore [--force]
+/// [--dry-run]] [--cwd DIR]`.
 pub fn fork(args: &ForkArgs) -> Result<i32, LaunchError> {
     super::parts::configure_checkpoints(&crate::config::Config::load(None)?);
-    let target = make_fork(args)?;
+    let Some(forked) = make_fork(args)? else {
+        return Ok(0); // --dry-run: the plan was printed
+    };
+    let target = forked.log;
     crate::report::err_line(&format!(
         "forked {} at step {} into {}",
         args.wal.display(),
@@ -145,8 +168,17 @@ pub fn fork(args: &ForkArgs) -> Result<i32, LaunchError> {
     Ok(0)
 }
 
-/// Makes the fork (and the restore) `args` ask for; gives the new log.
-pub fn make_fork(args: &ForkArgs) -> Result<PathBuf, LaunchError> {
+/// A fork made: its log, and what its restore did (with `--restore`).
+#[derive(Debug)]
+pub struct Forked {
+    pub log: PathBuf,
+    pub restored: Option<super::rewind::Done>,
+}
+
+/// Makes the fork (and the restore) `args` ask for: the library function
+/// behind `tinyagent fork` and a chat's `/rewind`. `None`: a `--dry-run`,
+/// whose plan was printed; nothing was made or changed.
+pub fn make_fork(args: &ForkArgs) -> Result<Option<Forked>, LaunchError> {
     let wal = std::fs::canonicalize(&args.wal)
         .map_err(|e| LaunchError::refused(format!("{}: {e}", args.wal.display())))?;
     super::parts::check_run_dir(&wal)?;
@@ -157,38 +189,6 @@ pub fn make_fork(args: &ForkArgs) -> Result<PathBuf, LaunchError> {
             wal.display()
         )));
     };
-    let target_tree = prefix
-        .state
-        .last_checkpoint
-        .as_ref()
-        .map(|c| c.tree.clone());
-    let workspace = PathBuf::from(&original.settings.cwd);
-    if args.restore {
-        if target_tree.is_none() {
-            return Err(LaunchError::refused(format!(
-                "{}: no workspace checkpoint up to step {}: nothing to restore to",
-                wal.display(),
-                args.at
-            )));
-        }
-        if !workspace.is_absolute() || !workspace.is_dir() {
-            return Err(LaunchError::refused(format!(
-                "the run's workspace {:?} is not an absolute directory",
-                workspace.display().to_string()
-            )));
-        }
-        // A restore removes files: never across a whole system or home,
-        // whatever a log says its workspace was.
-        let real = std::fs::canonicalize(&workspace)
-            .map_err(|e| LaunchError::refused(format!("{}: {e}", workspace.display())))?;
-        let home = std::env::var_os("HOME").and_then(|h| std::fs::canonicalize(h).ok());
-        if real.parent().is_none() || home.as_deref() == Some(real.as_path()) {
-            return Err(LaunchError::refused(format!(
-                "the run's workspace is {}: a restore there is refused",
-                real.display()
-            )));
-        }
-    }
     let last_seq = prefix.frames.last().map_or(0, |f| f.seq);
     let from = ForkedFrom {
         run_id: original.run_id.clone(),
@@ -216,10 +216,24 @@ pub fn make_fork(args: &ForkArgs) -> Result<PathBuf, LaunchError> {
     // A fork's `.d` someone else made first (or one holding a store
     // tinyagent did not write) is refused before anything is written.
     super::parts::check_run_dir(&target)?;
+    // Every check of a restore (the workspace, the trees) before anything
+    // is written.
+    let spec = if args.restore {
+        Some(super::rewind::spec_for(&wal, original, last_seq, args)?)
+    } else {
+        None
+    };
+    if let (true, Some(spec)) = (args.dry_run, &spec) {
+        let plan =
+            super::rewind::plan_from(&checkpoint::store_dir(&wal), spec, &wal, None, args.force)?;
+        super::rewind::print_plan(&plan);
+        return Ok(None);
+    }
     let new_store = checkpoint::store_dir(&target);
     let old_store = checkpoint::store_dir(&wal);
+    let records = prefix.frames.len() + usize::from(spec.is_some());
     if target.exists() {
-        if !is_this_fork(&target, &from, prefix.frames.len()) {
+        if !is_this_fork(&target, &from, records) {
             return Err(LaunchError::refused(format!(
                 "{} exists: a fork needs a new log",
                 target.display()
@@ -235,65 +249,39 @@ pub fn make_fork(args: &ForkArgs) -> Result<PathBuf, LaunchError> {
                 .map_err(|e| LaunchError::failed(format!("creating {}: {e}", dir.display())))?;
             tinyagent_store::fsutil::clean_atomic_temps(&target);
         }
+        // An intent an earlier, killed `fork --restore` left beside this
+        // log is never carried out by a fork that asks for none.
+        restore::clear_intent(&target).map_err(|e| LaunchError::failed(e.to_string()))?;
         if old_store.join("objects").is_dir() {
-            checkpoint::copy_store(&old_store, &new_store, &workspace)
+            checkpoint::copy_store(&old_store, &new_store, Path::new("/"))
                 .map_err(|e| super::parts::checkpoint_error("", &e))?;
         }
-        // The intent goes before the log: once the fork's log exists, a
-        // restore it asked for is never lost (resume finishes it).
-        if let (true, Some(tree)) = (args.restore, &target_tree) {
-            restore::write_intent(&target, &intent_for(tree, args.at, &workspace))
-                .map_err(|e| LaunchError::failed(e.to_string()))?;
+        let mut extra = None;
+        let mut intent = None;
+        if let Some(spec) = &spec {
+            // The workspace as it is is stored first; the intent and the
+            // record go before the log: once the fork's log exists, the
+            // restore it asked for is never lost (resume finishes it).
+            let (i, record) =
+                super::rewind::prepare(&new_store, spec, &wal, &target, &started.run_id, args)?;
+            intent = Some(i);
+            extra = Some(Event::WorkspaceRestored(record));
         }
-        let bytes = fork_bytes(&prefix, &Event::RunStarted(started))?;
+        let bytes = fork_bytes(&prefix, &Event::RunStarted(started), extra.as_ref())?;
+        if let Some(i) = &intent {
+            restore::write_intent(&target, i).map_err(|e| LaunchError::failed(e.to_string()))?;
+        }
         tinyagent_store::fsutil::atomic_write(&target, &bytes)
             .map_err(|e| LaunchError::failed(format!("writing {}: {e}", target.display())))?;
     }
-    if args.restore
-        && let Some(tree) = target_tree
-    {
-        let intent = intent_for(&tree, args.at, &workspace);
-        restore::write_intent(&target, &intent).map_err(|e| LaunchError::failed(e.to_string()))?;
-        finish_restore(&target, &wal, &intent)?;
-    }
-    Ok(target)
-}
-
-fn intent_for(tree: &str, step: u64, workspace: &Path) -> restore::RestoreIntent {
-    restore::RestoreIntent {
-        tree: tree.to_string(),
-        step,
-        workspace: workspace.display().to_string(),
-    }
-}
-
-/// Carries out a restore intent of the log `wal` and removes it. `other` is
-/// another log whose files are kept out of reach too (the original).
-pub fn finish_restore(
-    wal: &Path,
-    other: &Path,
-    intent: &restore::RestoreIntent,
-) -> Result<(), LaunchError> {
-    let workspace = PathBuf::from(&intent.workspace);
-    let mut protected = crate::exec::protected::Protected::none();
-    protected.add_log(wal);
-    protected.add_log(other);
-    let done = restore::restore(
-        &checkpoint::store_dir(wal),
-        &workspace,
-        &intent.tree,
-        &protected,
-    )
-    .map_err(|e| super::parts::checkpoint_error("restoring the workspace", &e))?;
-    restore::clear_intent(wal).map_err(|e| LaunchError::failed(e.to_string()))?;
-    crate::report::err_line(&format!(
-        "restored {} to step {} ({} paths put back; the state before is kept as tree {})",
-        workspace.display(),
-        intent.step,
-        done.changed,
-        done.before
-    ));
-    Ok(())
+    let restored = match &spec {
+        Some(spec) => super::rewind::finish(&target, &spec.workspace)?,
+        None => None,
+    };
+    Ok(Some(Forked {
+        log: target,
+        restored,
+    }))
 }
 
 /// `tinyagent log diff <WAL> [--step N | --call ID]`.
@@ -317,6 +305,13 @@ pub fn diff(wal: &Path, step: Option<u64>, call: Option<&str>) -> Result<i32, La
                 )));
             };
             (i.checked_sub(1).map(|j| &marks[j]), Some(&marks[i]))
+        }
+        (Some(n), None) if n > loaded.state.step.max(marks.last().map_or(0, |m| m.step)) => {
+            return Err(LaunchError::refused(format!(
+                "{}: no step {n} in the log (its last step is {})",
+                wal.display(),
+                loaded.state.step
+            )));
         }
         (Some(n), None) => (
             marks.iter().rev().find(|m| m.step < n),

@@ -36,8 +36,10 @@ pub(crate) mod new;
 pub(crate) mod parts;
 pub mod request;
 pub(crate) mod resume;
+pub mod rewind;
 pub(crate) mod secrets;
 pub(crate) mod trajectory;
+pub(crate) mod workspace;
 
 pub use error::LaunchError;
 

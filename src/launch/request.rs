@@ -251,9 +251,41 @@ pub struct ForkArgs {
     /// The new log (default $TINYAGENT_HOME/runs/<new run_id>.wal).
     #[arg(short = 'o', long = "output")]
     pub output: Option<PathBuf>,
-    /// Also put the workspace's files back to the step's last checkpoint
-    /// (files created later are removed, deleted ones come back; ignored
-    /// files are not touched).
+    /// Also put back the files the run changed after the step, where they
+    /// still hold what the run last left in them (the person's own files
+    /// and edits are never touched; others are listed as conflicts). The
+    /// workspace before is kept: `tinyagent restore --undo <NEW.wal>`.
     #[arg(long)]
     pub restore: bool,
+    /// With --restore: put back conflicting files too.
+    #[arg(long, requires = "restore")]
+    pub force: bool,
+    /// With --restore: print what the restore would do (restore, delete,
+    /// conflict, skipped-oversized) and change nothing.
+    #[arg(long, requires = "restore")]
+    pub dry_run: bool,
+    /// The run's workspace, when this is run from elsewhere (it must be
+    /// the one the log names).
+    #[arg(long)]
+    pub cwd: Option<PathBuf>,
+}
+
+/// `tinyagent restore --undo <WAL>`.
+#[derive(Debug, Args, Clone)]
+pub struct RestoreArgs {
+    /// The log of a fork made with --restore.
+    pub wal: PathBuf,
+    /// Put the paths the fork's restore changed back as they were before
+    /// it, where they still hold what the restore wrote.
+    #[arg(long, required = true)]
+    pub undo: bool,
+    /// Put back conflicting files too.
+    #[arg(long)]
+    pub force: bool,
+    /// Print what would change and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// The run's workspace, when this is run from elsewhere.
+    #[arg(long)]
+    pub cwd: Option<PathBuf>,
 }

@@ -293,6 +293,12 @@ pub fn open(args: &ResumeArgs, chat: bool) -> Result<super::Opened, LaunchError>
     }
     confirm_workspace(&mut source, &mut first, args)?;
     let config = config_for(&first, args, &local)?;
+    // A restore intent beside the log is checked against the log's record
+    // and this workspace before anything is done.
+    let pending_restore = match &source {
+        Source::Log(wal) => super::rewind::pending(wal, &config.workspace)?,
+        Source::Trajectory(_) => None,
+    };
     // The servers run (in the workspace) from here until the run ends.
     let wal = match &source {
         Source::Log(wal) => wal,
@@ -393,10 +399,8 @@ pub fn open(args: &ResumeArgs, chat: bool) -> Result<super::Opened, LaunchError>
         .or_else(|| crate::agent::resume::recorded_container(store.state()));
     crate::report::err_line(&format!("log: {}", wal.display()));
     // A `fork --restore` a kill cut short is finished before anything else.
-    if let Some(intent) = crate::checkpoint::restore::read_intent(&wal)
-        .map_err(|e| super::parts::checkpoint_error("", &e))?
-    {
-        super::fork::finish_restore(&wal, &wal, &intent)?;
+    if let Some(record) = &pending_restore {
+        super::rewind::finish_record(&wal, &config.workspace, record)?;
     }
     let processes = ProcessTable::new(process_dir(&wal));
     processes.continue_after(store.state().processes.keys().map(String::as_str));

@@ -464,6 +464,14 @@ impl Output {
                 }
             )),
             // The person typed it: not echoed.
+            Event::WorkspaceRestored(r) => self.say(&format!(
+                "    ⎌ workspace restored to step {}: {} path{} changed, {} conflict{}",
+                r.step,
+                r.paths.len(),
+                if r.paths.len() == 1 { "" } else { "s" },
+                r.conflicts.len(),
+                if r.conflicts.len() == 1 { "" } else { "s" }
+            )),
             Event::UserMessage(_) | Event::ChatWaiting(_) => {}
             Event::ApprovalRequested(a) => self.say(&format!(
                 "    ? approval asked for {} ({}): {}",

@@ -201,6 +201,9 @@ impl State {
                 self.remember(&msg);
                 self.view.push(msg);
             }
+            // What a restore changed is in the workspace and the store; the
+            // conversation goes on from the fork's last step.
+            Event::WorkspaceRestored(_) => {}
             Event::ChatWaiting(w) => {
                 self.chat_waiting = true;
                 if let Some(sig) = &w.interrupted {

@@ -130,8 +130,9 @@ fn fork_restore_puts_the_files_of_a_step_back_and_leaves_the_original_alone() {
 
     // fork --at 2 --restore
     let fork = sb.path("fork.wal");
+    // Run where the workspace is: a log's workspace is not taken on its word.
     let o = tinyagent(
-        sb.dir.path(),
+        &ws,
         &[
             "fork",
             wal.to_str().unwrap(),
@@ -185,8 +186,21 @@ fn fork_restore_puts_the_files_of_a_step_back_and_leaves_the_original_alone() {
         .iter()
         .position(|r| r.kind == "step.saved" && r.data["step"] == 2)
         .unwrap();
-    assert_eq!(frecs.len(), cut + 1);
-    for (a, b) in recs.iter().zip(&frecs).skip(1) {
+    // ... then the restore's record: what it put back and how to undo it.
+    assert_eq!(frecs.len(), cut + 2);
+    let restored = &frecs[cut + 1];
+    assert_eq!(restored.kind, "workspace.restored");
+    assert_eq!(restored.data["step"], 2);
+    assert_eq!(restored.data["tree"].as_str().unwrap(), step2_tree);
+    assert_eq!(
+        restored.data["last"].as_str().unwrap(),
+        cps[4]["tree"].as_str().unwrap()
+    );
+    assert_eq!(
+        restored.data["paths"],
+        json!(["a.txt", "sub/c.txt", "sub/deep/b.bin"])
+    );
+    for (a, b) in recs.iter().zip(&frecs[..=cut]).skip(1) {
         assert_eq!(a.kind, b.kind);
         assert_eq!(a.data, b.data);
         assert_eq!(a.line["ts"], b.line["ts"]);
@@ -194,7 +208,7 @@ fn fork_restore_puts_the_files_of_a_step_back_and_leaves_the_original_alone() {
     let from = &frecs[0].data["forked_from"];
     assert_eq!(from["run_id"], recs[0].data["run_id"]);
     assert_eq!(from["step"], 2);
-    assert_eq!(from["seq"], frecs.last().unwrap().seq);
+    assert_eq!(from["seq"], frecs[cut].seq);
     assert_ne!(frecs[0].data["run_id"], recs[0].data["run_id"]);
     // Its store is its own: the original can go and the fork still diffs.
     assert!(sb.path("fork.wal.d/checkpoints.git/objects").is_dir());
@@ -291,6 +305,14 @@ fn log_diff_shows_what_a_step_or_a_call_changed() {
     let o = tinyagent(sb.dir.path(), &["log", "diff", w, "--call", "no-such-call"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("no checkpoint after call no-such-call"));
+    // A step the log does not have: exit 2 naming it, nothing printed
+    // (it used to print nothing and exit 0).
+    let o = tinyagent(sb.dir.path(), &["log", "diff", w, "--step", "99"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(o.stdout.is_empty());
+    let err = stderr(&o);
+    assert!(err.contains("no step 99 in the log"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
 }
 
 #[test]
@@ -352,7 +374,7 @@ fn a_fork_of_a_fork_resumes_and_a_rerun_fork_is_the_same_fork() {
     let f2 = sb.path("f2.wal");
     let fork = |from: &Path, at: &str, to: &Path| {
         tinyagent(
-            sb.dir.path(),
+            &sb.ws(),
             &[
                 "fork",
                 from.to_str().unwrap(),
@@ -560,6 +582,7 @@ fn the_workspace_git_config_hooks_and_attributes_are_never_used() {
     std::fs::write(ws.join("a.txt"), "$Id$\nline\n").unwrap();
     let server = MockServer::start(vec![
         MockReply::tool_call("write", json!({"path": "b.txt", "content": "b\n"})),
+        MockReply::tool_call("write", json!({"path": "a.txt", "content": "changed\n"})),
         MockReply::text("done"),
     ]);
     let mut run = sb.run_cmd(&server.base_url(), "touch files");
@@ -573,13 +596,14 @@ fn the_workspace_git_config_hooks_and_attributes_are_never_used() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(!stderr(&out).contains("warning"), "{}", stderr(&out));
     let cps = checkpoints(&sb.wal());
-    assert_eq!(cps.len(), 2, "the start and the write were checkpointed");
+    assert_eq!(cps.len(), 3, "the start and the writes were checkpointed");
     assert_eq!(cps[1]["changed"], json!(["b.txt"]));
-    // Fork and restore too (checkout is where filters and hooks would run).
-    std::fs::write(ws.join("a.txt"), "changed\n").unwrap();
+    assert_eq!(cps[2]["changed"], json!(["a.txt"]));
+    // Fork and restore too (a write back is where filters and hooks would
+    // run): the run's write of a.txt is undone.
     let fork = sb.path("fork.wal");
     let mut c = Command::new(bin());
-    c.current_dir(sb.dir.path())
+    c.current_dir(&ws)
         .args([
             "fork",
             sb.wal().to_str().unwrap(),

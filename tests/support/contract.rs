@@ -118,6 +118,7 @@ fn required(kind: &str) -> &'static [&'static str] {
         "resume" => &["interrupted", "lost_processes", "notice"],
         "run.finished" => &["status"],
         "workspace.checkpoint" => &["step", "call_id", "tree", "changed"],
+        "workspace.restored" => &["step", "tree", "last", "before", "workspace", "paths"],
         "user.message" => &["step", "content", "source"],
         "chat.waiting" => &["step"],
         "approval.requested" => &["step", "call_id"],

@@ -136,6 +136,16 @@ fn record(out: &mut dyn Write, ts: &str, event: &Event) -> std::io::Result<()> {
                 if c.changed_count == 1 { "" } else { "s" }
             )?;
         }
+        Event::WorkspaceRestored(r) => {
+            writeln!(
+                out,
+                "  ⎌ workspace restored to step {}: {} path{} changed, {} left as they were",
+                r.step,
+                r.paths.len(),
+                if r.paths.len() == 1 { "" } else { "s" },
+                r.conflicts.len()
+            )?;
+        }
         Event::UserMessage(m) => {
             writeln!(out, "\nyou ({}) · {}:", m.source, clock(ts))?;
             folded(out, &m.content, "  ", 20)?;
