@@ -205,6 +205,9 @@ pub struct RunSettings {
     pub container: Option<String>,
     #[serde(default)]
     pub stream: bool,
+    /// Most tokens one reply may have (absent: the server's limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_output_tokens: Option<u32>,
     /// Retries of a failed model request (429, 5xx, timeouts).
     #[serde(default)]
     pub max_retries: Option<u32>,
@@ -287,6 +290,46 @@ pub struct ModelResponse {
     /// written before it was recorded).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub request_bytes: u64,
+    /// Why the model stopped (`None` in logs written before it was
+    /// recorded, read as `end_turn` or `tool_calls`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<StopReason>,
+    /// The server's own word for it (`stop`, `length`, `tool_use`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_reason_raw: Option<String>,
+}
+
+/// Why a model response ended, in one vocabulary for every provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The model finished its turn (a final answer when it made no call).
+    #[default]
+    EndTurn,
+    /// The model stopped to have its tool calls run.
+    ToolCalls,
+    /// Cut at the output limit: the text and any call in it are incomplete.
+    MaxTokens,
+    /// The model declined to answer.
+    Refusal,
+    /// The server's content filter cut or withheld the answer.
+    ContentFilter,
+    /// The server paused a long turn; asking again continues it.
+    Pause,
+}
+
+impl StopReason {
+    /// The name in the log and in `--json` (the serde name).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::EndTurn => "end_turn",
+            StopReason::ToolCalls => "tool_calls",
+            StopReason::MaxTokens => "max_tokens",
+            StopReason::Refusal => "refusal",
+            StopReason::ContentFilter => "content_filter",
+            StopReason::Pause => "pause",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -418,6 +461,16 @@ impl ToolResult {
         }
     }
 }
+
+/// The result of a call in a reply cut at the output limit: never run.
+pub const TRUNCATED_CALL_TEXT: &str = "[not run: the response was cut off at the output limit \
+     before this call was complete; it had no effect]";
+
+/// What the model is told (a `user.message`, source `truncated`) after a
+/// reply cut at the output limit.
+pub const TRUNCATED_NOTICE: &str = "[Truncated] Your last response was cut off at the output \
+     limit, so it is not a final answer and none of its tool calls ran. Continue from where it \
+     was cut, in shorter pieces: split long file contents over several calls.";
 
 /// One hook run for a call, as recorded in its `tool.result`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -604,6 +657,10 @@ pub enum RunStatus {
     /// Stopped by SIGINT, SIGTERM or SIGHUP (`reason` names it).
     Interrupted,
     Error,
+    /// The model's answers were cut at the output limit too often in a row.
+    Truncated,
+    /// The model refused (or its server's filter withheld) the answer.
+    Refused,
 }
 
 impl RunStatus {
@@ -616,6 +673,8 @@ impl RunStatus {
             RunStatus::FormatErrors => "format_errors",
             RunStatus::Interrupted => "interrupted",
             RunStatus::Error => "error",
+            RunStatus::Truncated => "truncated",
+            RunStatus::Refused => "refused",
         }
     }
 }

@@ -21,7 +21,7 @@ pub(crate) mod resume;
 use crate::config::RunConfig;
 use crate::event::{
     ChatWaiting, Event, HookRun, Message, ModelResponse, ProcessExited, RunFinished, RunStatus,
-    StepSaved, ToolCall, ToolResult, Usage, UserMessage,
+    StepSaved, StopReason, ToolCall, ToolResult, Usage, UserMessage,
 };
 use crate::model::Provider;
 use crate::session::State;
@@ -64,6 +64,21 @@ pub enum Turn {
     Waiting,
 }
 
+/// What the loop does with a reply that did not end its turn normally.
+enum Unfinished {
+    /// Ask the model again (it was told why).
+    Again,
+    /// The turn is over.
+    Stop(Turn),
+}
+
+/// Replies cut at the output limit the model is told of in a row before
+/// the run stops `truncated`.
+pub const MAX_TRUNCATED_IN_ROW: u32 = 2;
+
+/// The result of a call in a refused reply.
+const REFUSED_CALL_TEXT: &str = "[not run: the response that made this call ended in a refusal]";
+
 /// What the pre hook said about a call.
 struct PreHook {
     run: HookRun,
@@ -103,6 +118,8 @@ pub struct Agent {
     timing: Timing,
     /// Estimate at which the last compaction attempt failed.
     compaction_backoff: Option<u64>,
+    /// Replies cut at the output limit in a row, this process.
+    truncated_in_row: u32,
     /// The workspace's checkpoint store (`None`: no usable git).
     checkpoints: Option<crate::checkpoint::Checkpointer>,
 }
@@ -168,6 +185,7 @@ impl Agent {
             hook_files: hook_calls::HookFiles::of(&parts.config.hooks, &parts.config.workspace),
             timing: Timing::default(),
             compaction_backoff: None,
+            truncated_in_row: 0,
             config: parts.config,
             protected: parts.protected,
             store: parts.store,
@@ -336,6 +354,7 @@ impl Agent {
                 self.config.model.price_out,
             );
             let calls = message.tool_calls.clone();
+            let stop = reply.stop_reason;
             // Durable with the first tool.started (or step.saved).
             self.stage(Event::ModelResponse(ModelResponse {
                 step,
@@ -345,7 +364,14 @@ impl Agent {
                 cost_usd: cost,
                 context_tokens: context,
                 request_bytes: body.len() as u64,
+                stop_reason: Some(stop),
+                stop_reason_raw: reply.stop_reason_raw,
             }))?;
+            match self.unfinished_reply(step, stop, &calls)? {
+                Some(Unfinished::Again) => continue,
+                Some(Unfinished::Stop(turn)) => return Ok(turn),
+                None => {}
+            }
             let mut next = 0;
             while next < calls.len() {
                 let call = &calls[next];
@@ -386,6 +412,73 @@ impl Agent {
                 return self.finish(RunStatus::Completed, None).map(Turn::Finished);
             }
         }
+    }
+
+    /// A reply that did not end its turn normally: cut at the output limit
+    /// (its calls are not run; the model is told, at most
+    /// [`MAX_TRUNCATED_IN_ROW`] times in a row, then the run stops
+    /// `truncated`) or refused (the run stops `refused`). `None` for a reply
+    /// the loop goes on with as usual.
+    fn unfinished_reply(
+        &mut self,
+        step: u64,
+        stop: StopReason,
+        calls: &[ToolCall],
+    ) -> Result<Option<Unfinished>, AgentError> {
+        match stop {
+            StopReason::MaxTokens => {}
+            StopReason::Refusal | StopReason::ContentFilter => {
+                self.truncated_in_row = 0;
+                self.settle_unrun(step, calls, REFUSED_CALL_TEXT)?;
+                self.save_step(step)?;
+                let reason = format!("the model's answer ended with {}", stop.as_str());
+                return self
+                    .finish(RunStatus::Refused, Some(reason))
+                    .map(|s| Some(Unfinished::Stop(Turn::Finished(s))));
+            }
+            StopReason::EndTurn | StopReason::ToolCalls | StopReason::Pause => {
+                self.truncated_in_row = 0;
+                return Ok(None);
+            }
+        }
+        self.truncated_in_row += 1;
+        self.settle_unrun(step, calls, crate::event::TRUNCATED_CALL_TEXT)?;
+        if self.truncated_in_row > MAX_TRUNCATED_IN_ROW {
+            self.save_step(step)?;
+            let reason = format!(
+                "the model's answer was cut at the output limit {} times in a row",
+                self.truncated_in_row
+            );
+            return self
+                .finish(RunStatus::Truncated, Some(reason))
+                .map(|s| Some(Unfinished::Stop(Turn::Finished(s))));
+        }
+        self.stage(Event::UserMessage(UserMessage {
+            step,
+            content: crate::event::TRUNCATED_NOTICE.to_string(),
+            source: "truncated".to_string(),
+        }))?;
+        self.save_step(step)?;
+        if let Some(sig) = crate::signals::received() {
+            return self.stop_turn(sig).map(|t| Some(Unfinished::Stop(t)));
+        }
+        Ok(Some(Unfinished::Again))
+    }
+
+    /// Results for calls that are never run (their reply was cut or
+    /// refused): an error saying why, with no `tool.started`.
+    fn settle_unrun(
+        &mut self,
+        step: u64,
+        calls: &[ToolCall],
+        text: &str,
+    ) -> Result<(), AgentError> {
+        for c in calls {
+            self.stage(Event::ToolResult(ToolResult::new(
+                step, &c.id, &c.name, text, true,
+            )))?;
+        }
+        Ok(())
     }
 
     /// Reports the agent's own overhead: wall time minus model and tool

@@ -132,6 +132,8 @@ impl SyntheticRun {
             events.push(Event::ModelResponse(ModelResponse {
                 context_tokens: 0,
                 request_bytes: 0,
+                stop_reason: None,
+                stop_reason_raw: None,
                 step,
                 message: assistant.clone(),
                 usage,

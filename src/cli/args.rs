@@ -201,6 +201,11 @@ pub struct RunOptions {
     /// model.stream, else off).
     #[arg(long)]
     pub stream: bool,
+    /// Most tokens one reply may have (default: model.max_output_tokens,
+    /// else the built-in table for known models, else the server's own
+    /// limit; Anthropic, which needs one, 8192).
+    #[arg(long, value_name = "TOKENS")]
+    pub max_output_tokens: Option<u32>,
     /// Leave the AGENTS.md files of the workspace and its repository out of
     /// the system prompt.
     #[arg(long)]

@@ -117,6 +117,7 @@ pub fn resolve(args: &RunArgs, file: &Config) -> Result<RunConfig, CliError> {
         .or_else(|| provider.base_url_from_env());
     // Prices the person did not give, for a known model at its provider.
     let listed = crate::config::prices::known(provider, &name, base_url.as_deref());
+    let listed_name = name.clone();
     let config = RunConfig {
         model: ModelSettings {
             provider,
@@ -137,6 +138,10 @@ pub fn resolve(args: &RunArgs, file: &Config) -> Result<RunConfig, CliError> {
                 .unwrap_or(0.0),
             script,
             stream: args.stream || m.stream.unwrap_or(false),
+            max_output_tokens: args
+                .max_output_tokens
+                .or(m.max_output_tokens)
+                .or_else(|| crate::config::prices::max_output(provider, &listed_name)),
             max_retries: m.max_retries.unwrap_or(5),
             retry_base: ms(m.retry_base_ms, Duration::from_millis(500)),
             request_timeout: Duration::from_secs(
@@ -400,6 +405,7 @@ pub fn provider_for(config: &RunConfig) -> Result<Provider, CliError> {
         api_key,
         script: m.script.clone(),
         stream: m.stream,
+        max_output_tokens: m.max_output_tokens,
         request_timeout: m.request_timeout,
         max_retries: m.max_retries,
         retry_base: m.retry_base,

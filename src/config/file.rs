@@ -109,6 +109,7 @@ pub struct ModelSection {
     pub price_in: Option<f64>,
     pub price_out: Option<f64>,
     pub stream: Option<bool>,
+    pub max_output_tokens: Option<u32>,
     pub script: Option<PathBuf>,
     pub max_retries: Option<u32>,
     pub retry_base_ms: Option<u64>,

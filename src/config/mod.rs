@@ -154,6 +154,8 @@ pub struct ModelSettings {
     /// Script file for the script provider (absolute).
     pub script: Option<PathBuf>,
     pub stream: bool,
+    /// Most tokens one reply may have (`None`: the server's limit).
+    pub max_output_tokens: Option<u32>,
     pub max_retries: u32,
     pub retry_base: Duration,
     pub request_timeout: Duration,
@@ -304,6 +306,7 @@ impl RunConfig {
                 price_out: s.price_out.unwrap_or(0.0),
                 script: s.script.as_ref().map(PathBuf::from),
                 stream: s.stream,
+                max_output_tokens: s.max_output_tokens,
                 max_retries: s.max_retries.unwrap_or(5),
                 retry_base: Duration::from_millis(s.retry_base_ms.unwrap_or(500)),
                 request_timeout: Duration::from_secs(s.request_timeout_s.unwrap_or(300)),
@@ -385,6 +388,7 @@ impl RunConfig {
             image: (self.env == EnvKind::Container).then(|| self.container.image.clone()),
             container: None,
             stream: m.stream,
+            max_output_tokens: m.max_output_tokens,
             max_retries: Some(m.max_retries),
             retry_base_ms: Some(u64::try_from(m.retry_base.as_millis()).unwrap_or(u64::MAX)),
             request_timeout_s: Some(m.request_timeout.as_secs()),

@@ -37,6 +37,26 @@ pub fn known(provider: ProviderKind, model: &str, base_url: Option<&str>) -> Opt
         .map(|&(_, _, input, output)| (input, output))
 }
 
+/// (provider, model name prefix, most output tokens of one reply), as the
+/// providers document them. The longest matching prefix wins.
+const OUTPUT_LIMITS: &[(ProviderKind, &str, u32)] = &[
+    (ProviderKind::Anthropic, "claude-opus-4", 32_000),
+    (ProviderKind::Anthropic, "claude-opus-4-5", 64_000),
+    (ProviderKind::Anthropic, "claude-sonnet-4", 64_000),
+    (ProviderKind::Anthropic, "claude-haiku-4-5", 64_000),
+    (ProviderKind::Anthropic, "claude-3-5-haiku", 8_192),
+];
+
+/// The most output tokens one reply of `model` may have, if it is in the
+/// table (whatever server serves it: the limit is the model's).
+pub fn max_output(provider: ProviderKind, model: &str) -> Option<u32> {
+    OUTPUT_LIMITS
+        .iter()
+        .filter(|(p, prefix, _)| *p == provider && model.starts_with(prefix))
+        .max_by_key(|(_, prefix, _)| prefix.len())
+        .map(|&(_, _, n)| n)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -60,5 +80,10 @@ mod tests {
         assert_eq!(known(openai, "qwen2.5-coder:7b", None), None);
         assert_eq!(known(ProviderKind::Anthropic, "gpt-4o", None), None);
         assert_eq!(known(ProviderKind::Script, "gpt-4o", None), None);
+        let anthropic = ProviderKind::Anthropic;
+        assert_eq!(max_output(anthropic, "claude-sonnet-4-5"), Some(64_000));
+        assert_eq!(max_output(anthropic, "claude-opus-4-1"), Some(32_000));
+        assert_eq!(max_output(anthropic, "claude-opus-4-5"), Some(64_000));
+        assert_eq!(max_output(openai, "gpt-4o"), None);
     }
 }

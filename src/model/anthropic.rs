@@ -5,13 +5,14 @@
 use super::error::ModelError;
 use super::http::{Backoff, Endpoint, build_client, checked_base_url, exchange_json};
 use super::{Encoded, ModelReply, ModelRequest, ProviderConfig, Purpose};
-use crate::event::{Message, Role, ToolCall, Usage};
+use crate::event::{Message, Role, StopReason, ToolCall, Usage};
 use serde_json::{Value, json};
 
 /// API version header value.
 const ANTHROPIC_VERSION: &str = "2023-06-01";
-/// `max_tokens` sent with every request.
-pub const ANTHROPIC_MAX_TOKENS: u32 = 8192;
+/// `max_tokens` sent when neither the config nor the model table gives one
+/// (the API requires the member).
+pub const ANTHROPIC_DEFAULT_MAX_TOKENS: u32 = 8192;
 
 /// Client for `POST {base_url}/v1/messages`.
 #[derive(Debug)]
@@ -49,7 +50,11 @@ impl AnthropicProvider {
     }
 
     pub(crate) fn encode(&self, req: &ModelRequest) -> Encoded {
-        Encoded::json(&request_body(&self.cfg.model, req))
+        let max = self
+            .cfg
+            .max_output_tokens
+            .unwrap_or(ANTHROPIC_DEFAULT_MAX_TOKENS);
+        Encoded::json(&request_body(&self.cfg.model, req, max))
     }
 
     pub(crate) async fn complete(
@@ -79,7 +84,7 @@ impl AnthropicProvider {
 }
 
 /// The request body.
-pub(crate) fn request_body(model: &str, req: &ModelRequest) -> Value {
+pub(crate) fn request_body(model: &str, req: &ModelRequest, max_tokens: u32) -> Value {
     let system: Vec<&str> = req
         .messages
         .iter()
@@ -103,7 +108,7 @@ pub(crate) fn request_body(model: &str, req: &ModelRequest) -> Value {
         .collect();
     let mut body = json!({
         "model": model,
-        "max_tokens": ANTHROPIC_MAX_TOKENS,
+        "max_tokens": max_tokens,
         "messages": messages,
     });
     if !system.is_empty() {
@@ -202,14 +207,25 @@ pub(crate) fn parse_response(v: &Value, step: u64) -> Result<ModelReply, ModelEr
             .and_then(Value::as_u64)
             .unwrap_or(0)
     };
+    let raw = v.get("stop_reason").and_then(Value::as_str);
+    let message = Message::assistant(text, calls);
+    let stop = match raw {
+        Some("max_tokens" | "model_context_window_exceeded") => StopReason::MaxTokens,
+        Some("refusal") => StopReason::Refusal,
+        Some("pause_turn") => StopReason::Pause,
+        Some("tool_use") => StopReason::ToolCalls,
+        _ => super::natural_stop(&message),
+    };
     Ok(ModelReply {
-        message: Message::assistant(text, calls),
+        message,
         usage: Usage {
             input_tokens: n("input_tokens")
                 + n("cache_read_input_tokens")
                 + n("cache_creation_input_tokens"),
             output_tokens: n("output_tokens"),
         },
+        stop_reason: stop,
+        stop_reason_raw: raw.map(str::to_string),
     })
 }
 
@@ -252,12 +268,12 @@ mod tests {
             purpose: Purpose::Step,
             step: 3,
         };
-        let body = request_body("claude", &req);
+        let body = request_body("claude", &req, 1234);
         assert_eq!(
             body,
             json!({
                 "model": "claude",
-                "max_tokens": ANTHROPIC_MAX_TOKENS,
+                "max_tokens": 1234,
                 "system": "sys",
                 "tools": [{"name": "bash", "description": "run", "input_schema": {"type": "object"}}],
                 "messages": [

@@ -1,7 +1,7 @@
 //! Model providers: an OpenAI-compatible Chat Completions client, an
 //! Anthropic Messages client and an offline script, behind one enum.
 
-use crate::event::{Message, Usage};
+use crate::event::{Message, StopReason, Usage};
 use crate::tools::ToolSpec;
 
 /// Why a request is made.
@@ -71,6 +71,33 @@ pub struct ModelReply {
     /// Role assistant, with content and tool calls (raw argument strings).
     pub message: Message,
     pub usage: Usage,
+    /// Why the model stopped, in tinyagent's words.
+    pub stop_reason: StopReason,
+    /// The server's own word for it, when it gave one.
+    pub stop_reason_raw: Option<String>,
+}
+
+impl ModelReply {
+    /// A reply that ended its turn normally: `tool_calls` when it made
+    /// calls, `end_turn` otherwise (the script provider's, and a server's
+    /// that says nothing).
+    pub fn finished(message: Message, usage: Usage) -> ModelReply {
+        ModelReply {
+            stop_reason: natural_stop(&message),
+            message,
+            usage,
+            stop_reason_raw: None,
+        }
+    }
+}
+
+/// `tool_calls` for a message with calls, `end_turn` otherwise.
+pub(crate) fn natural_stop(message: &Message) -> StopReason {
+    if message.tool_calls.is_empty() {
+        StopReason::EndTurn
+    } else {
+        StopReason::ToolCalls
+    }
 }
 
 mod anthropic;
@@ -81,7 +108,7 @@ mod script;
 mod sse;
 mod wire;
 
-pub use anthropic::AnthropicProvider;
+pub use anthropic::{ANTHROPIC_DEFAULT_MAX_TOKENS, AnthropicProvider};
 pub use error::ModelError;
 pub use openai::OpenAiProvider;
 pub use script::ScriptProvider;
@@ -111,6 +138,9 @@ pub struct ProviderConfig {
     pub script: Option<PathBuf>,
     /// Ask for server-sent events (OpenAI-compatible only; Anthropic ignores it).
     pub stream: bool,
+    /// Most tokens one reply may have: Anthropic's `max_tokens` (which
+    /// must be sent: [`ANTHROPIC_DEFAULT_MAX_TOKENS`] when `None`).
+    pub max_output_tokens: Option<u32>,
     /// Limit for one attempt (for streams: for the headers and for each gap
     /// between chunks).
     pub request_timeout: Duration,
@@ -137,6 +167,7 @@ impl ProviderConfig {
             api_key: None,
             script: None,
             stream: false,
+            max_output_tokens: None,
             request_timeout: Duration::from_secs(300),
             max_retries: 5,
             retry_base: Duration::from_millis(500),
@@ -166,6 +197,7 @@ impl fmt::Debug for ProviderConfig {
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .field("script", &self.script)
             .field("stream", &self.stream)
+            .field("max_output_tokens", &self.max_output_tokens)
             .field("request_timeout", &self.request_timeout)
             .field("max_retries", &self.max_retries)
             .field("retry_base", &self.retry_base)

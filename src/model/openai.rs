@@ -8,7 +8,7 @@ use super::http::{Backoff, Endpoint, build_client, checked_base_url, exchange, j
 use super::sse::SseDecoder;
 use super::wire::WireCache;
 use super::{Encoded, ModelReply, ModelRequest, ProviderConfig};
-use crate::event::{Message, ToolCall, Usage};
+use crate::event::{Message, StopReason, ToolCall, Usage};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -191,6 +191,8 @@ struct Completion {
 #[derive(serde::Deserialize)]
 struct Choice {
     message: Obj<ChoiceMessage>,
+    #[serde(default)]
+    finish_reason: Option<Value>,
 }
 
 #[derive(serde::Deserialize)]
@@ -199,6 +201,8 @@ struct ChoiceMessage {
     content: Option<Value>,
     #[serde(default)]
     tool_calls: Option<Vec<Obj<CompletionCall>>>,
+    #[serde(default)]
+    refusal: Option<Value>,
 }
 
 #[derive(serde::Deserialize)]
@@ -232,8 +236,15 @@ fn typed_reply(body: &[u8], step: u64) -> Option<ModelReply> {
     if c.error.is_some() {
         return None;
     }
-    let msg = c.choices.into_iter().next()?.0.message.0;
+    let choice = c.choices.into_iter().next()?.0;
+    let finish = choice.finish_reason;
+    let msg = choice.message.0;
     let content = text_of(msg.content.as_ref()).ok()?;
+    let refusal = msg
+        .refusal
+        .as_ref()
+        .and_then(Value::as_str)
+        .map(str::to_string);
     let tool_calls = msg
         .tool_calls
         .unwrap_or_default()
@@ -253,10 +264,41 @@ fn typed_reply(body: &[u8], step: u64) -> Option<ModelReply> {
         input_tokens: u.prompt_tokens.unwrap_or(0),
         output_tokens: u.completion_tokens.unwrap_or(0),
     });
-    Some(ModelReply {
-        message: Message::assistant(content, tool_calls),
+    Some(reply_of(
+        Message::assistant(content, tool_calls),
         usage,
-    })
+        finish.as_ref().and_then(Value::as_str),
+        refusal,
+    ))
+}
+
+/// The reply, with its stop reason read from `finish_reason` (`stop`,
+/// `tool_calls`, `length`, `content_filter`) and `refusal` (the text of a
+/// refusal, which then stands for the content).
+fn reply_of(
+    mut message: Message,
+    usage: Usage,
+    finish: Option<&str>,
+    refusal: Option<String>,
+) -> ModelReply {
+    let mut stop = match finish {
+        Some("length") => StopReason::MaxTokens,
+        Some("content_filter") => StopReason::ContentFilter,
+        Some("tool_calls" | "function_call") => StopReason::ToolCalls,
+        _ => super::natural_stop(&message),
+    };
+    if let Some(text) = refusal.filter(|r| !r.is_empty()) {
+        if message.content.is_empty() {
+            message.content = text;
+        }
+        stop = StopReason::Refusal;
+    }
+    ModelReply {
+        stop_reason: stop,
+        stop_reason_raw: finish.map(str::to_string),
+        message,
+        usage,
+    }
 }
 
 /// Reads a non-streaming response.
@@ -266,11 +308,17 @@ pub(crate) fn parse_response(v: &Value, step: u64) -> Result<ModelReply, ModelEr
             "server reported an error: {err}"
         )));
     }
-    let msg = v
-        .get("choices")
-        .and_then(|c| c.get(0))
+    let choice = v.get("choices").and_then(|c| c.get(0));
+    let finish = choice
+        .and_then(|c| c.get("finish_reason"))
+        .and_then(Value::as_str);
+    let msg = choice
         .and_then(|c| c.get("message"))
         .ok_or_else(|| ModelError::BadResponse("no choices[0].message in the response".into()))?;
+    let refusal = msg
+        .get("refusal")
+        .and_then(Value::as_str)
+        .map(str::to_string);
     let content = text_of(msg.get("content"))?;
     let mut tool_calls = Vec::new();
     if let Some(calls) = msg.get("tool_calls").filter(|c| !c.is_null()) {
@@ -292,10 +340,12 @@ pub(crate) fn parse_response(v: &Value, step: u64) -> Result<ModelReply, ModelEr
             });
         }
     }
-    Ok(ModelReply {
-        message: Message::assistant(content, tool_calls),
-        usage: usage_of(v.get("usage")),
-    })
+    Ok(reply_of(
+        Message::assistant(content, tool_calls),
+        usage_of(v.get("usage")),
+        finish,
+        refusal,
+    ))
 }
 
 fn call_id(given: &str, step: u64, index: usize) -> String {
@@ -357,6 +407,10 @@ pub(crate) struct StreamAssembler {
     usage: Usage,
     chunks: usize,
     finished: bool,
+    /// The `finish_reason` a chunk carried.
+    finish_reason: Option<String>,
+    /// Refusal text (`delta.refusal`).
+    refusal: String,
 }
 
 impl StreamAssembler {
@@ -385,15 +439,19 @@ impl StreamAssembler {
             self.usage = usage_of(v.get("usage"));
         }
         let choice = v.get("choices").and_then(|c| c.get(0));
-        if choice
+        if let Some(f) = choice
             .and_then(|c| c.get("finish_reason"))
-            .is_some_and(|f| !f.is_null())
+            .filter(|f| !f.is_null())
         {
             self.finished = true;
+            self.finish_reason = f.as_str().map(str::to_string);
         }
         let Some(delta) = choice.and_then(|c| c.get("delta")) else {
             return Ok(false);
         };
+        if let Some(r) = delta.get("refusal").and_then(Value::as_str) {
+            self.refusal.push_str(r);
+        }
         let piece = text_of(delta.get("content"))?;
         if !piece.is_empty() {
             on_text(&piece);
@@ -437,8 +495,13 @@ impl StreamAssembler {
                 "the stream ended without any data".into(),
             ));
         }
+        let cut = self.finish_reason.as_deref() == Some("length");
         let mut tool_calls = Vec::new();
         for (i, call) in self.calls.into_values().enumerate() {
+            if call.name.is_empty() && cut {
+                // Cut before its name came: nothing of it can be shown.
+                continue;
+            }
             if call.name.is_empty() {
                 return Err(ModelError::BadResponse(format!(
                     "streamed tool call {i} never got a name"
@@ -450,10 +513,12 @@ impl StreamAssembler {
                 arguments: call.arguments,
             });
         }
-        Ok(ModelReply {
-            message: Message::assistant(self.content, tool_calls),
-            usage: self.usage,
-        })
+        Ok(reply_of(
+            Message::assistant(self.content, tool_calls),
+            self.usage,
+            self.finish_reason.as_deref(),
+            Some(self.refusal),
+        ))
     }
 }
 

@@ -45,6 +45,8 @@ pub fn response(
     Event::ModelResponse(ModelResponse {
         context_tokens: 0,
         request_bytes: 0,
+        stop_reason: None,
+        stop_reason_raw: None,
         step,
         message: Message::assistant(content, calls),
         usage: Usage {

@@ -45,6 +45,8 @@ fn response(step: u64, calls: Vec<ToolCall>, input: u64, output: u64, cost: f64)
     Event::ModelResponse(ModelResponse {
         context_tokens: 0,
         request_bytes: 0,
+        stop_reason: None,
+        stop_reason_raw: None,
         step,
         message: Message::assistant("", calls),
         usage: Usage {

@@ -78,6 +78,8 @@ fn write_log(path: &Path, steps: u64) -> u64 {
         records.push(Event::ModelResponse(ModelResponse {
             context_tokens: 0,
             request_bytes: 0,
+            stop_reason: None,
+            stop_reason_raw: None,
             step,
             message: Message::assistant("", vec![call]),
             usage,

@@ -39,6 +39,8 @@ fn response(step: u64) -> Event {
     Event::ModelResponse(ModelResponse {
         context_tokens: 0,
         request_bytes: 0,
+        stop_reason: None,
+        stop_reason_raw: None,
         step,
         message: Message::assistant("", vec![call]),
         usage: Usage {

@@ -29,6 +29,7 @@ mod model_mock_checks;
 mod model_openai;
 mod model_retry;
 mod model_script;
+mod model_stops;
 mod plan_e2e;
 mod replication;
 mod resume_e2e;

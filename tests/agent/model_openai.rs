@@ -4,7 +4,7 @@
 use crate::support::mock::{MockReply, MockServer};
 use serde_json::json;
 use std::time::Duration;
-use tinyagent::event::{Message, ToolCall, Usage};
+use tinyagent::event::{Message, StopReason, ToolCall, Usage};
 use tinyagent::model::{ModelReply, ModelRequest, Provider, ProviderConfig, ProviderKind, Purpose};
 use tinyagent::tools::ToolSpec;
 
@@ -93,6 +93,8 @@ async fn plain_reply_with_tool_calls_and_unknown_fields() {
                 input_tokens: 123,
                 output_tokens: 45
             },
+            stop_reason: StopReason::ToolCalls,
+            stop_reason_raw: Some("tool_calls".into()),
         }
     );
     assert_eq!(pieces, vec!["Looking."]);
