@@ -73,6 +73,36 @@ pub struct Message {
     pub name: Option<String>,
     #[serde(default, skip_serializing_if = "is_false")]
     pub is_error: bool,
+    /// For `role: assistant`: what the provider produced that it needs
+    /// back, as received (see [`Native`]); absent when it sent nothing of
+    /// the kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub native: Option<serde_json::Value>,
+}
+
+/// The members of a [`Message::native`] object: `api` names the wire it came
+/// from, and only a request to that wire sends it back.
+///
+/// - `{"api": "anthropic", "content": [...]}`: the Messages API response's
+///   content blocks, as received; its `thinking` (with `signature`) and
+///   `redacted_thinking` blocks go back, in order, before the turn's
+///   `tool_use` blocks.
+/// - `{"api": "chat", "reasoning_content": "..."}`: a Chat Completions
+///   message's reasoning, sent back on the assistant message.
+/// - `{"api": "responses", "output": [...]}`: a Responses API output's
+///   items, as received; its `reasoning` items (with `encrypted_content`)
+///   go back before the `function_call` items they preceded.
+pub struct Native;
+
+impl Native {
+    pub const ANTHROPIC: &'static str = "anthropic";
+    pub const CHAT: &'static str = "chat";
+    pub const RESPONSES: &'static str = "responses";
+
+    /// The native items of `m` when they came from `api`.
+    pub fn of<'a>(m: &'a Message, api: &str) -> Option<&'a serde_json::Value> {
+        m.native.as_ref().filter(|n| n["api"] == api)
+    }
 }
 
 impl Message {
@@ -104,6 +134,7 @@ impl Message {
             tool_call_id: None,
             name: None,
             is_error: false,
+            native: None,
         }
     }
 }
@@ -208,6 +239,12 @@ pub struct RunSettings {
     /// Most tokens one reply may have (absent: the server's limit).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_output_tokens: Option<u32>,
+    /// `--reasoning-effort` (absent: the server's default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<crate::kinds::ReasoningEffort>,
+    /// `--thinking-budget` (absent: Anthropic extended thinking off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking_budget: Option<u32>,
     /// Retries of a failed model request (429, 5xx, timeouts).
     #[serde(default)]
     pub max_retries: Option<u32>,

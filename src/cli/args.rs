@@ -206,6 +206,16 @@ pub struct RunOptions {
     /// limit; Anthropic, which needs one, 8192).
     #[arg(long, value_name = "TOKENS")]
     pub max_output_tokens: Option<u32>,
+    /// How hard a reasoning model thinks: sent as Chat Completions'
+    /// `reasoning_effort` and the Responses API's `reasoning.effort`
+    /// (default: model.reasoning_effort, else the server's default).
+    #[arg(long, value_name = "EFFORT")]
+    pub reasoning_effort: Option<crate::kinds::ReasoningEffort>,
+    /// Tokens an Anthropic model may think for before it answers: extended
+    /// thinking on, `thinking.budget_tokens` (default:
+    /// model.thinking_budget, else thinking off).
+    #[arg(long, value_name = "TOKENS")]
+    pub thinking_budget: Option<u32>,
     /// Leave the AGENTS.md files of the workspace and its repository out of
     /// the system prompt.
     #[arg(long)]

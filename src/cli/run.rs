@@ -142,6 +142,15 @@ pub fn resolve(args: &RunArgs, file: &Config) -> Result<RunConfig, CliError> {
                 .max_output_tokens
                 .or(m.max_output_tokens)
                 .or_else(|| crate::config::prices::max_output(provider, &listed_name)),
+            reasoning_effort: match args.reasoning_effort {
+                Some(e) => Some(e),
+                None => m
+                    .reasoning_effort
+                    .as_deref()
+                    .map(|v| crate::config::parse_enum("model.reasoning_effort", v))
+                    .transpose()?,
+            },
+            thinking_budget: args.thinking_budget.or(m.thinking_budget),
             max_retries: m.max_retries.unwrap_or(5),
             retry_base: ms(m.retry_base_ms, Duration::from_millis(500)),
             request_timeout: Duration::from_secs(
@@ -406,6 +415,8 @@ pub fn provider_for(config: &RunConfig) -> Result<Provider, CliError> {
         script: m.script.clone(),
         stream: m.stream,
         max_output_tokens: m.max_output_tokens,
+        reasoning_effort: m.reasoning_effort,
+        thinking_budget: m.thinking_budget,
         request_timeout: m.request_timeout,
         max_retries: m.max_retries,
         retry_base: m.retry_base,

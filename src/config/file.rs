@@ -110,6 +110,8 @@ pub struct ModelSection {
     pub price_out: Option<f64>,
     pub stream: Option<bool>,
     pub max_output_tokens: Option<u32>,
+    pub reasoning_effort: Option<String>,
+    pub thinking_budget: Option<u32>,
     pub script: Option<PathBuf>,
     pub max_retries: Option<u32>,
     pub retry_base_ms: Option<u64>,

@@ -156,6 +156,9 @@ pub struct ModelSettings {
     pub stream: bool,
     /// Most tokens one reply may have (`None`: the server's limit).
     pub max_output_tokens: Option<u32>,
+    pub reasoning_effort: Option<crate::kinds::ReasoningEffort>,
+    /// Anthropic extended thinking's budget (`None`: thinking off).
+    pub thinking_budget: Option<u32>,
     pub max_retries: u32,
     pub retry_base: Duration,
     pub request_timeout: Duration,
@@ -251,6 +254,22 @@ impl RunConfig {
         if self.limits.max_format_errors == 0 {
             return Err(bad("limits.max_format_errors", "must be at least 1"));
         }
+        if let Some(budget) = self.model.thinking_budget {
+            if budget < 1024 {
+                return Err(bad("model.thinking_budget", "must be at least 1024 tokens"));
+            }
+            if self
+                .model
+                .max_output_tokens
+                .is_some_and(|max| max <= budget)
+            {
+                return Err(bad(
+                    "model.thinking_budget",
+                    "must be less than model.max_output_tokens (the reply's limit counts the \
+                     thinking)",
+                ));
+            }
+        }
         if self.model.request_timeout.is_zero() {
             return Err(bad("model.request_timeout_s", "must be at least 1"));
         }
@@ -307,6 +326,8 @@ impl RunConfig {
                 script: s.script.as_ref().map(PathBuf::from),
                 stream: s.stream,
                 max_output_tokens: s.max_output_tokens,
+                reasoning_effort: s.reasoning_effort,
+                thinking_budget: s.thinking_budget,
                 max_retries: s.max_retries.unwrap_or(5),
                 retry_base: Duration::from_millis(s.retry_base_ms.unwrap_or(500)),
                 request_timeout: Duration::from_secs(s.request_timeout_s.unwrap_or(300)),
@@ -389,6 +410,8 @@ impl RunConfig {
             container: None,
             stream: m.stream,
             max_output_tokens: m.max_output_tokens,
+            reasoning_effort: m.reasoning_effort,
+            thinking_budget: m.thinking_budget,
             max_retries: Some(m.max_retries),
             retry_base_ms: Some(u64::try_from(m.retry_base.as_millis()).unwrap_or(u64::MAX)),
             request_timeout_s: Some(m.request_timeout.as_secs()),

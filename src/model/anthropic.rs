@@ -5,7 +5,7 @@
 use super::error::ModelError;
 use super::http::{Backoff, Endpoint, build_client, checked_base_url, exchange_json};
 use super::{Encoded, ModelReply, ModelRequest, ProviderConfig, Purpose};
-use crate::event::{Message, Role, StopReason, ToolCall, Usage};
+use crate::event::{Message, Native, Role, StopReason, ToolCall, Usage};
 use serde_json::{Value, json};
 
 /// API version header value.
@@ -50,11 +50,19 @@ impl AnthropicProvider {
     }
 
     pub(crate) fn encode(&self, req: &ModelRequest) -> Encoded {
-        let max = self
-            .cfg
-            .max_output_tokens
-            .unwrap_or(ANTHROPIC_DEFAULT_MAX_TOKENS);
-        Encoded::json(&request_body(&self.cfg.model, req, max))
+        let budget = self.cfg.thinking_budget;
+        // The reply's limit counts the thinking: without one given, room
+        // for the budget and an answer.
+        let max = self.cfg.max_output_tokens.unwrap_or_else(|| {
+            budget.map_or(ANTHROPIC_DEFAULT_MAX_TOKENS, |b| {
+                b.saturating_add(ANTHROPIC_DEFAULT_MAX_TOKENS)
+            })
+        });
+        let mut body = request_body(&self.cfg.model, req, max);
+        if let Some(b) = budget {
+            body["thinking"] = json!({"type": "enabled", "budget_tokens": b});
+        }
+        Encoded::json(&body)
     }
 
     pub(crate) async fn complete(
@@ -144,6 +152,17 @@ fn blocks_of(m: &Message) -> (&'static str, Vec<Value>) {
             ("user", blocks)
         }
         Role::Assistant => {
+            // Thinking first, as received: the API checks its signature.
+            if let Some(native) = Native::of(m, Native::ANTHROPIC) {
+                blocks.extend(
+                    native["content"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter(|b| is_thinking(b))
+                        .cloned(),
+                );
+            }
             if !m.content.is_empty() {
                 blocks.push(json!({"type": "text", "text": m.content}));
             }
@@ -154,6 +173,14 @@ fn blocks_of(m: &Message) -> (&'static str, Vec<Value>) {
             ("assistant", blocks)
         }
     }
+}
+
+/// A `thinking` or `redacted_thinking` block.
+fn is_thinking(block: &Value) -> bool {
+    matches!(
+        block.get("type").and_then(Value::as_str),
+        Some("thinking" | "redacted_thinking")
+    )
 }
 
 /// `tool_use.input` must be an object: malformed arguments are carried as
@@ -208,7 +235,10 @@ pub(crate) fn parse_response(v: &Value, step: u64) -> Result<ModelReply, ModelEr
             .unwrap_or(0)
     };
     let raw = v.get("stop_reason").and_then(Value::as_str);
-    let message = Message::assistant(text, calls);
+    let mut message = Message::assistant(text, calls);
+    if blocks.iter().any(is_thinking) {
+        message.native = Some(json!({"api": Native::ANTHROPIC, "content": blocks}));
+    }
     let stop = match raw {
         Some("max_tokens" | "model_context_window_exceeded") => StopReason::MaxTokens,
         Some("refusal") => StopReason::Refusal,

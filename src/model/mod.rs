@@ -141,6 +141,11 @@ pub struct ProviderConfig {
     /// Most tokens one reply may have: Anthropic's `max_tokens` (which
     /// must be sent: [`ANTHROPIC_DEFAULT_MAX_TOKENS`] when `None`).
     pub max_output_tokens: Option<u32>,
+    /// Chat Completions' `reasoning_effort`, the Responses API's
+    /// `reasoning.effort`.
+    pub reasoning_effort: Option<crate::kinds::ReasoningEffort>,
+    /// Anthropic extended thinking: `thinking.budget_tokens`.
+    pub thinking_budget: Option<u32>,
     /// Limit for one attempt (for streams: for the headers and for each gap
     /// between chunks).
     pub request_timeout: Duration,
@@ -168,6 +173,8 @@ impl ProviderConfig {
             script: None,
             stream: false,
             max_output_tokens: None,
+            reasoning_effort: None,
+            thinking_budget: None,
             request_timeout: Duration::from_secs(300),
             max_retries: 5,
             retry_base: Duration::from_millis(500),
@@ -198,6 +205,8 @@ impl fmt::Debug for ProviderConfig {
             .field("script", &self.script)
             .field("stream", &self.stream)
             .field("max_output_tokens", &self.max_output_tokens)
+            .field("reasoning_effort", &self.reasoning_effort)
+            .field("thinking_budget", &self.thinking_budget)
             .field("request_timeout", &self.request_timeout)
             .field("max_retries", &self.max_retries)
             .field("retry_base", &self.retry_base)
@@ -237,9 +246,9 @@ impl Provider {
         match self {
             Provider::OpenAi(p) => p.encode(req),
             Provider::Anthropic(p) => p.encode(req),
-            Provider::Script(_) => {
-                Encoded::from_shared(wire::WireCache::default().request_bytes("script", req, false))
-            }
+            Provider::Script(_) => Encoded::from_shared(
+                wire::WireCache::default().request_bytes("script", req, false, None),
+            ),
         }
     }
 

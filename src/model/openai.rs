@@ -47,8 +47,15 @@ impl OpenAiProvider {
             self.wire
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .request_bytes(&self.cfg.model, req, self.cfg.stream),
+                .request_bytes(&self.cfg.model, req, self.cfg.stream, self.effort()),
         )
+    }
+
+    /// `reasoning_effort` as sent.
+    fn effort(&self) -> Option<&'static str> {
+        self.cfg
+            .reasoning_effort
+            .map(crate::kinds::ReasoningEffort::as_str)
     }
 
     pub(crate) async fn complete(
@@ -136,7 +143,7 @@ impl OpenAiProvider {
 /// The same JSON as [`WireCache::request_bytes`] sends, as a tree.
 #[cfg(test)]
 pub(crate) fn request_body(model: &str, req: &ModelRequest, stream: bool) -> Value {
-    super::wire::request_tree(model, req, stream)
+    super::wire::request_tree(model, req, stream, None)
 }
 
 /// A struct read from a JSON object only. serde would also read one from
@@ -203,6 +210,8 @@ struct ChoiceMessage {
     tool_calls: Option<Vec<Obj<CompletionCall>>>,
     #[serde(default)]
     refusal: Option<Value>,
+    #[serde(default)]
+    reasoning_content: Option<Value>,
 }
 
 #[derive(serde::Deserialize)]
@@ -245,6 +254,11 @@ fn typed_reply(body: &[u8], step: u64) -> Option<ModelReply> {
         .as_ref()
         .and_then(Value::as_str)
         .map(str::to_string);
+    let reasoning = msg
+        .reasoning_content
+        .as_ref()
+        .and_then(Value::as_str)
+        .map(str::to_string);
     let tool_calls = msg
         .tool_calls
         .unwrap_or_default()
@@ -265,11 +279,23 @@ fn typed_reply(body: &[u8], step: u64) -> Option<ModelReply> {
         output_tokens: u.completion_tokens.unwrap_or(0),
     });
     Some(reply_of(
-        Message::assistant(content, tool_calls),
+        with_reasoning(Message::assistant(content, tool_calls), reasoning),
         usage,
         finish.as_ref().and_then(Value::as_str),
         refusal,
     ))
+}
+
+/// `message` with the server's `reasoning_content` kept as its native
+/// items (sent back on the assistant message), when there was any.
+fn with_reasoning(mut message: Message, reasoning: Option<String>) -> Message {
+    if let Some(r) = reasoning.filter(|r| !r.is_empty()) {
+        message.native = Some(serde_json::json!({
+            "api": crate::event::Native::CHAT,
+            "reasoning_content": r,
+        }));
+    }
+    message
 }
 
 /// The reply, with its stop reason read from `finish_reason` (`stop`,
@@ -319,6 +345,10 @@ pub(crate) fn parse_response(v: &Value, step: u64) -> Result<ModelReply, ModelEr
         .get("refusal")
         .and_then(Value::as_str)
         .map(str::to_string);
+    let reasoning = msg
+        .get("reasoning_content")
+        .and_then(Value::as_str)
+        .map(str::to_string);
     let content = text_of(msg.get("content"))?;
     let mut tool_calls = Vec::new();
     if let Some(calls) = msg.get("tool_calls").filter(|c| !c.is_null()) {
@@ -341,7 +371,7 @@ pub(crate) fn parse_response(v: &Value, step: u64) -> Result<ModelReply, ModelEr
         }
     }
     Ok(reply_of(
-        Message::assistant(content, tool_calls),
+        with_reasoning(Message::assistant(content, tool_calls), reasoning),
         usage_of(v.get("usage")),
         finish,
         refusal,
@@ -411,6 +441,8 @@ pub(crate) struct StreamAssembler {
     finish_reason: Option<String>,
     /// Refusal text (`delta.refusal`).
     refusal: String,
+    /// Reasoning (`delta.reasoning_content`).
+    reasoning: String,
 }
 
 impl StreamAssembler {
@@ -451,6 +483,9 @@ impl StreamAssembler {
         };
         if let Some(r) = delta.get("refusal").and_then(Value::as_str) {
             self.refusal.push_str(r);
+        }
+        if let Some(r) = delta.get("reasoning_content").and_then(Value::as_str) {
+            self.reasoning.push_str(r);
         }
         let piece = text_of(delta.get("content"))?;
         if !piece.is_empty() {
@@ -514,7 +549,10 @@ impl StreamAssembler {
             });
         }
         Ok(reply_of(
-            Message::assistant(self.content, tool_calls),
+            with_reasoning(
+                Message::assistant(self.content, tool_calls),
+                Some(self.reasoning),
+            ),
             self.usage,
             self.finish_reason.as_deref(),
             Some(self.refusal),

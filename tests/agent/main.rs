@@ -26,6 +26,7 @@ mod log_cli_live;
 mod mcp;
 mod model_anthropic;
 mod model_mock_checks;
+mod model_native;
 mod model_openai;
 mod model_retry;
 mod model_script;

@@ -38,6 +38,7 @@ const TOP_FIELDS: &[&str] = &[
     "logit_bias",
     "logprobs",
     "top_logprobs",
+    "reasoning_effort",
 ];
 const MESSAGE_FIELDS: &[&str] = &["role", "content", "tool_calls", "tool_call_id", "name"];
 
@@ -68,7 +69,11 @@ pub fn check_chat(body: &Value) -> Vec<String> {
         let m = &messages[i];
         if let Some(o) = m.as_object() {
             for key in o.keys() {
-                if !MESSAGE_FIELDS.contains(&key.as_str()) {
+                // DeepSeek's, vLLM's and llama.cpp's documented extension:
+                // an assistant message's reasoning, sent back as received.
+                let reasoning =
+                    key == "reasoning_content" && m["role"] == "assistant" && o[key].is_string();
+                if !MESSAGE_FIELDS.contains(&key.as_str()) && !reasoning {
                     v.push(format!("messages[{i}]: non-standard field {key:?}"));
                 }
             }
