@@ -30,6 +30,11 @@ pub fn known(provider: ProviderKind, model: &str, base_url: Option<&str>) -> Opt
     if base_url.is_some() {
         return None;
     }
+    // Both OpenAI APIs serve the same models at the same prices.
+    let provider = match provider {
+        ProviderKind::Responses => ProviderKind::OpenAi,
+        other => other,
+    };
     TABLE
         .iter()
         .filter(|(p, prefix, ..)| *p == provider && model.starts_with(prefix))

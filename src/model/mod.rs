@@ -1,5 +1,6 @@
-//! Model providers: an OpenAI-compatible Chat Completions client, an
-//! Anthropic Messages client and an offline script, behind one enum.
+//! Model providers: an OpenAI-compatible Chat Completions client, an OpenAI
+//! Responses client, an Anthropic Messages client and an offline script,
+//! behind one enum.
 
 use crate::event::{Message, StopReason, Usage};
 use crate::tools::ToolSpec;
@@ -104,6 +105,7 @@ mod anthropic;
 mod error;
 mod http;
 mod openai;
+mod responses;
 mod script;
 mod sse;
 mod wire;
@@ -111,6 +113,7 @@ mod wire;
 pub use anthropic::{ANTHROPIC_DEFAULT_MAX_TOKENS, AnthropicProvider};
 pub use error::ModelError;
 pub use openai::OpenAiProvider;
+pub use responses::ResponsesProvider;
 pub use script::ScriptProvider;
 
 use std::fmt;
@@ -186,7 +189,7 @@ impl ProviderConfig {
     /// the script provider.
     pub fn effective_base_url(&self) -> Option<String> {
         let default = match self.provider {
-            ProviderKind::OpenAi => OPENAI_DEFAULT_BASE_URL,
+            ProviderKind::OpenAi | ProviderKind::Responses => OPENAI_DEFAULT_BASE_URL,
             ProviderKind::Anthropic => ANTHROPIC_DEFAULT_BASE_URL,
             ProviderKind::Script => return None,
         };
@@ -220,6 +223,7 @@ impl fmt::Debug for ProviderConfig {
 pub enum Provider {
     OpenAi(OpenAiProvider),
     Anthropic(AnthropicProvider),
+    Responses(ResponsesProvider),
     Script(ScriptProvider),
 }
 
@@ -230,6 +234,7 @@ impl Provider {
         match cfg.provider {
             ProviderKind::OpenAi => Ok(Provider::OpenAi(OpenAiProvider::new(cfg)?)),
             ProviderKind::Anthropic => Ok(Provider::Anthropic(AnthropicProvider::new(cfg)?)),
+            ProviderKind::Responses => Ok(Provider::Responses(ResponsesProvider::new(cfg)?)),
             ProviderKind::Script => {
                 let path = cfg.script.as_ref().ok_or_else(|| {
                     ModelError::Config("the script provider needs a script file (--script)".into())
@@ -246,6 +251,7 @@ impl Provider {
         match self {
             Provider::OpenAi(p) => p.encode(req),
             Provider::Anthropic(p) => p.encode(req),
+            Provider::Responses(p) => p.encode(req),
             Provider::Script(_) => Encoded::from_shared(
                 wire::WireCache::default().request_bytes("script", req, false, None),
             ),
@@ -279,6 +285,7 @@ impl Provider {
         match self {
             Provider::OpenAi(p) => p.complete(req, body, on_text).await,
             Provider::Anthropic(p) => p.complete(req, body, on_text).await,
+            Provider::Responses(p) => p.complete(req, body, on_text).await,
             Provider::Script(p) => p.complete(req, on_text).await,
         }
     }

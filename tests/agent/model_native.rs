@@ -275,3 +275,101 @@ fn a_v2_log_from_before_native_items_resumes() {
     );
     assert_eq!(recs.last().unwrap().data["status"], "completed");
 }
+
+fn reasoning_item() -> Value {
+    json!({"type": "reasoning", "id": "rs_1", "summary": [],
+        "encrypted_content": "gAAAAABoVx1qZ3Jd-encrypted/reasoning+blob=="})
+}
+
+/// A Responses API response object.
+fn response(output: Value, status: &str) -> MockReply {
+    MockReply::json(json!({
+        "id": "resp_1", "object": "response", "status": status, "model": "o4-mini",
+        "output": output, "incomplete_details": null,
+        "usage": {"input_tokens": 50, "output_tokens": 10,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens_details": {"reasoning_tokens": 6}}
+    }))
+}
+
+/// With `store: false` the server keeps nothing: a request that goes on
+/// after a reasoning model's call must carry the reasoning item, as it was
+/// sent, right before that call.
+fn responses_rule() -> Rule {
+    Box::new(|req| {
+        let input = req.body["input"].as_array().cloned().unwrap_or_default();
+        let at = input
+            .iter()
+            .position(|i| i["call_id"] == "call_x" && i["type"] == "function_call");
+        if let Some(at) = at
+            && (at == 0 || input[at - 1] != reasoning_item())
+        {
+            let before = at.checked_sub(1).map_or(Value::Null, |b| input[b].clone());
+            return Some(format!(
+                "function_call call_x was provided without its reasoning item (got {before})"
+            ));
+        }
+        if req.body["reasoning"] != json!({"effort": "low"}) {
+            return Some(format!("reasoning is {}", req.body["reasoning"]));
+        }
+        None
+    })
+}
+
+#[test]
+fn responses_reasoning_items_go_back_before_their_calls_live_and_after_resume() {
+    let sb = Sandbox::new();
+    let strict = Strict::start(
+        vec![
+            response(
+                json!([reasoning_item(), {"type": "function_call", "id": "fc_1",
+                    "call_id": "call_x", "name": "bash", "arguments": "{\"command\":\"ls\"}",
+                    "status": "completed"}]),
+                "completed",
+            ),
+            response(
+                json!([{"type": "function_call", "id": "fc_2", "call_id": "call_y",
+                    "name": "bash", "arguments": "{\"command\":\"true\"}"}]),
+                "completed",
+            ),
+            response(
+                json!([{"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+                    "content": [{"type": "output_text", "text": "Listed.", "annotations": []}]}]),
+                "completed",
+            ),
+        ],
+        responses_rule(),
+    );
+    let mut c = sb.run_cmd(&strict.server.base_url(), "list files");
+    c.args([
+        "--provider",
+        "responses",
+        "--reasoning-effort",
+        "low",
+        "--max-steps",
+        "2",
+    ]);
+    let out = output(c);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let mut c = sb.resume_cmd();
+    c.args(["--max-steps", "4"]);
+    let out = output(c);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    strict.assert_clean();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "Listed.");
+    let requests = strict.server.recorded();
+    assert_eq!(requests.len(), 3);
+    assert!(requests.iter().all(|r| r.path == "/v1/responses"));
+    for r in &requests[1..] {
+        let input = r.body["input"].as_array().unwrap();
+        let at = input.iter().position(|i| i["call_id"] == "call_x").unwrap();
+        assert_eq!(input[at - 1], reasoning_item());
+    }
+    let recs = contract::read(&sb.wal());
+    contract::check_write_order(&recs);
+    assert_eq!(recs[0].data["provider"], "responses");
+    let first = &of_kind(&recs, "model.response")[0].data;
+    assert_eq!(first["message"]["native"]["api"], "responses");
+    assert_eq!(first["message"]["native"]["output"][0], reasoning_item());
+    assert_eq!(first["stop_reason"], "tool_calls");
+}
