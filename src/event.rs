@@ -142,8 +142,25 @@ impl Message {
 /// Token counts of one model call, or a running total.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
+    /// Input tokens neither read from nor written to the provider's prompt
+    /// cache (Anthropic's `input_tokens`; OpenAI's `prompt_tokens` less its
+    /// `cached_tokens`).
     pub input_tokens: u64,
+    /// Output tokens, reasoning included.
     pub output_tokens: u64,
+    /// Input tokens read from the prompt cache (OpenAI
+    /// `prompt_tokens_details.cached_tokens`, Anthropic
+    /// `cache_read_input_tokens`), when reported.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cached_input_tokens: u64,
+    /// Input tokens written to the prompt cache (Anthropic
+    /// `cache_creation_input_tokens`), when reported.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_tokens: u64,
+    /// Output tokens spent reasoning (part of `output_tokens`), when
+    /// reported.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reasoning_tokens: u64,
 }
 
 impl Usage {
@@ -152,6 +169,29 @@ impl Usage {
     pub fn add(&mut self, other: &Usage) {
         self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
         self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
+        self.cached_input_tokens = self
+            .cached_input_tokens
+            .saturating_add(other.cached_input_tokens);
+        self.cache_write_tokens = self
+            .cache_write_tokens
+            .saturating_add(other.cache_write_tokens);
+        self.reasoning_tokens = self.reasoning_tokens.saturating_add(other.reasoning_tokens);
+    }
+
+    /// Every input token of the request, cached or not.
+    pub fn all_input(&self) -> u64 {
+        self.input_tokens
+            .saturating_add(self.cached_input_tokens)
+            .saturating_add(self.cache_write_tokens)
+    }
+
+    /// Only input and output counts (the rest zero).
+    pub fn of(input_tokens: u64, output_tokens: u64) -> Usage {
+        Usage {
+            input_tokens,
+            output_tokens,
+            ..Usage::default()
+        }
     }
 }
 
@@ -195,6 +235,12 @@ pub struct RunSettings {
     pub price_in: Option<f64>,
     #[serde(default)]
     pub price_out: Option<f64>,
+    /// USD per million input tokens read from the prompt cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price_cached_in: Option<f64>,
+    /// USD per million input tokens written to the prompt cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price_cache_write: Option<f64>,
     /// Script file for the `script` provider (absolute path).
     #[serde(default)]
     pub script: Option<String>,

@@ -21,7 +21,7 @@ pub(crate) mod resume;
 use crate::config::RunConfig;
 use crate::event::{
     ChatWaiting, Event, HookRun, Message, ModelResponse, ProcessExited, RunFinished, RunStatus,
-    StepSaved, StopReason, ToolCall, ToolResult, Usage, UserMessage,
+    StepSaved, StopReason, ToolCall, ToolResult, UserMessage,
 };
 use crate::model::Provider;
 use crate::session::State;
@@ -136,11 +136,6 @@ struct Timing {
     /// Waiting for the person: approval questions, a chat's prompt.
     waiting: std::time::Duration,
     steps: u64,
-}
-
-/// USD for a call's usage at per-million-token prices.
-pub fn cost_of(usage: &Usage, price_in: f64, price_out: f64) -> f64 {
-    (usage.input_tokens as f64 * price_in + usage.output_tokens as f64 * price_out) / 1_000_000.0
 }
 
 impl Agent {
@@ -348,11 +343,7 @@ impl Agent {
             };
             let mut message = reply.message;
             normalise_call_ids(&mut message.tool_calls, step, &self.state().view);
-            let cost = cost_of(
-                &reply.usage,
-                self.config.model.price_in,
-                self.config.model.price_out,
-            );
+            let cost = self.config.cost_of(&reply.usage);
             let calls = message.tool_calls.clone();
             let stop = reply.stop_reason;
             // Durable with the first tool.started (or step.saved).
@@ -573,9 +564,20 @@ impl Agent {
         // settled otherwise (stopped by a signal) go.
         approval::clear_channel(self.store.path());
         let s = self.state();
+        let cached = if s.usage.cached_input_tokens + s.usage.cache_write_tokens > 0 {
+            format!(
+                " ({} cached, {} written to the cache)",
+                s.usage.cached_input_tokens, s.usage.cache_write_tokens
+            )
+        } else {
+            String::new()
+        };
         self.out.say(&format!(
-            "totals: {} steps · {} in / {} out tokens · ${:.4}",
-            s.step, s.usage.input_tokens, s.usage.output_tokens, s.cost_usd
+            "totals: {} steps · {} in{cached} / {} out tokens · {}",
+            s.step,
+            s.usage.input_tokens,
+            s.usage.output_tokens,
+            self.config.cost_text(s.cost_usd)
         ));
         Ok(status)
     }

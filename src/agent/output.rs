@@ -722,6 +722,7 @@ mod tests {
                 usage_total: Usage {
                     input_tokens: u64::MAX,
                     output_tokens: 3,
+                    ..Usage::default()
                 },
                 cost_usd_total: 1.0 / 3.0,
             }),

@@ -127,6 +127,7 @@ impl SyntheticRun {
             let usage = Usage {
                 input_tokens: 1000 + step * 800,
                 output_tokens: 60,
+                ..Usage::default()
             };
             total.add(&usage);
             events.push(Event::ModelResponse(ModelResponse {
@@ -177,6 +178,7 @@ impl SyntheticRun {
                     usage: Usage {
                         input_tokens: 5000,
                         output_tokens: 300,
+                        ..Usage::default()
                     },
                     cost_usd: 0.002,
                     replaced: 0,

@@ -173,6 +173,14 @@ pub struct RunOptions {
     /// USD per million output tokens (default: model.price_out, else 0).
     #[arg(long)]
     pub price_out: Option<f64>,
+    /// USD per million input tokens read from the prompt cache (default:
+    /// model.price_cached_in, else the built-in table, else --price-in).
+    #[arg(long)]
+    pub price_cached_in: Option<f64>,
+    /// USD per million input tokens written to the prompt cache (default:
+    /// model.price_cache_write, else the built-in table, else --price-in).
+    #[arg(long)]
+    pub price_cache_write: Option<f64>,
     /// Enable the update_plan tool and the plan pinned in every request
     /// (default: plan.enabled, else off).
     #[arg(long)]

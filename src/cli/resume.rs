@@ -692,8 +692,8 @@ pub async fn resume_chat(args: &ResumeArgs, chat: bool) -> Result<i32, CliError>
     if args.max_cost.is_some() {
         let mut limited = config.clone();
         limited.limits.max_cost_usd = args.max_cost;
-        if let Some(w) = limited.cost_warning() {
-            super::say(&w);
+        if let Some(why) = limited.cost_refusal() {
+            return Err(CliError::refused(why));
         }
     }
     let key_var = super::run::key_var(&config).to_string();

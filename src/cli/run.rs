@@ -129,13 +129,24 @@ pub fn resolve(args: &RunArgs, file: &Config) -> Result<RunConfig, CliError> {
             price_in: args
                 .price_in
                 .or(m.price_in)
-                .or(listed.map(|p| p.0))
+                .or(listed.map(|p| p.input))
                 .unwrap_or(0.0),
             price_out: args
                 .price_out
                 .or(m.price_out)
-                .or(listed.map(|p| p.1))
+                .or(listed.map(|p| p.output))
                 .unwrap_or(0.0),
+            price_cached_in: args
+                .price_cached_in
+                .or(m.price_cached_in)
+                .or(listed.map(|p| p.cached_input)),
+            price_cache_write: args
+                .price_cache_write
+                .or(m.price_cache_write)
+                .or(listed.map(|p| p.cache_write)),
+            price_known: listed.is_some()
+                || args.price_in.or(m.price_in).is_some()
+                || args.price_out.or(m.price_out).is_some(),
             script,
             stream: args.stream || m.stream.unwrap_or(false),
             max_output_tokens: args
@@ -344,7 +355,9 @@ pub fn new_run(args: &RunArgs, config: RunConfig, mcp: &McpSection) -> Result<Ru
                 .join(", ")
         ));
     }
-    notes.extend(config.cost_warning());
+    if let Some(why) = config.cost_refusal() {
+        return Err(CliError::refused(why));
+    }
     let mut system_prompt =
         prompt::system_prompt(&workspace, config.read_only, config.plan_enabled);
     system_prompt.push_str(&instructions.prompt_section());

@@ -108,6 +108,8 @@ pub struct ModelSection {
     pub api_key_env: Option<String>,
     pub price_in: Option<f64>,
     pub price_out: Option<f64>,
+    pub price_cached_in: Option<f64>,
+    pub price_cache_write: Option<f64>,
     pub stream: Option<bool>,
     pub max_output_tokens: Option<u32>,
     pub reasoning_effort: Option<String>,

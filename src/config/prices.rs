@@ -8,25 +8,73 @@
 
 use super::ProviderKind;
 
-/// (provider, model name prefix, input, output). The longest matching
-/// prefix wins, so `gpt-4o-mini` is not priced as `gpt-4o`.
-const TABLE: &[(ProviderKind, &str, f64, f64)] = &[
-    (ProviderKind::OpenAi, "gpt-4o", 2.50, 10.00),
-    (ProviderKind::OpenAi, "gpt-4o-mini", 0.15, 0.60),
-    (ProviderKind::OpenAi, "gpt-4.1", 2.00, 8.00),
-    (ProviderKind::OpenAi, "gpt-4.1-mini", 0.40, 1.60),
-    (ProviderKind::OpenAi, "gpt-4.1-nano", 0.10, 0.40),
-    (ProviderKind::OpenAi, "o3", 2.00, 8.00),
-    (ProviderKind::OpenAi, "o4-mini", 1.10, 4.40),
-    (ProviderKind::Anthropic, "claude-opus-4", 15.00, 75.00),
-    (ProviderKind::Anthropic, "claude-sonnet-4", 3.00, 15.00),
-    (ProviderKind::Anthropic, "claude-haiku-4-5", 1.00, 5.00),
-    (ProviderKind::Anthropic, "claude-3-5-haiku", 0.80, 4.00),
+/// USD per million tokens of each kind.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Listed {
+    pub input: f64,
+    pub output: f64,
+    /// Input read from the prompt cache.
+    pub cached_input: f64,
+    /// Input written to the prompt cache.
+    pub cache_write: f64,
+}
+
+/// (provider, model name prefix, input, output, cached input, cache write).
+/// The longest matching prefix wins, so `gpt-4o-mini` is not priced as
+/// `gpt-4o`. OpenAI writes its cache for nothing; Anthropic bills a 5-minute
+/// cache write at 1.25 times input and a read at a tenth.
+const TABLE: &[(ProviderKind, &str, f64, f64, f64, f64)] = &[
+    (ProviderKind::OpenAi, "gpt-4o", 2.50, 10.00, 1.25, 2.50),
+    (ProviderKind::OpenAi, "gpt-4o-mini", 0.15, 0.60, 0.075, 0.15),
+    (ProviderKind::OpenAi, "gpt-4.1", 2.00, 8.00, 0.50, 2.00),
+    (ProviderKind::OpenAi, "gpt-4.1-mini", 0.40, 1.60, 0.10, 0.40),
+    (
+        ProviderKind::OpenAi,
+        "gpt-4.1-nano",
+        0.10,
+        0.40,
+        0.025,
+        0.10,
+    ),
+    (ProviderKind::OpenAi, "o3", 2.00, 8.00, 0.50, 2.00),
+    (ProviderKind::OpenAi, "o4-mini", 1.10, 4.40, 0.275, 1.10),
+    (
+        ProviderKind::Anthropic,
+        "claude-opus-4",
+        15.00,
+        75.00,
+        1.50,
+        18.75,
+    ),
+    (
+        ProviderKind::Anthropic,
+        "claude-sonnet-4",
+        3.00,
+        15.00,
+        0.30,
+        3.75,
+    ),
+    (
+        ProviderKind::Anthropic,
+        "claude-haiku-4-5",
+        1.00,
+        5.00,
+        0.10,
+        1.25,
+    ),
+    (
+        ProviderKind::Anthropic,
+        "claude-3-5-haiku",
+        0.80,
+        4.00,
+        0.08,
+        1.00,
+    ),
 ];
 
-/// The built-in (input, output) price of `model` at `provider`'s public
-/// endpoint (`base_url` None), if it is in the table.
-pub fn known(provider: ProviderKind, model: &str, base_url: Option<&str>) -> Option<(f64, f64)> {
+/// The built-in prices of `model` at `provider`'s public endpoint
+/// (`base_url` None), if it is in the table.
+pub fn known(provider: ProviderKind, model: &str, base_url: Option<&str>) -> Option<Listed> {
     if base_url.is_some() {
         return None;
     }
@@ -39,7 +87,12 @@ pub fn known(provider: ProviderKind, model: &str, base_url: Option<&str>) -> Opt
         .iter()
         .filter(|(p, prefix, ..)| *p == provider && model.starts_with(prefix))
         .max_by_key(|(_, prefix, ..)| prefix.len())
-        .map(|&(_, _, input, output)| (input, output))
+        .map(|&(_, _, input, output, cached_input, cache_write)| Listed {
+            input,
+            output,
+            cached_input,
+            cache_write,
+        })
 }
 
 /// (provider, model name prefix, most output tokens of one reply), as the
@@ -69,14 +122,24 @@ mod tests {
     #[test]
     fn the_longest_prefix_at_the_public_endpoint_only() {
         let openai = ProviderKind::OpenAi;
-        assert_eq!(known(openai, "gpt-4o-mini", None), Some((0.15, 0.60)));
+        let io = |l: Option<Listed>| l.map(|l| (l.input, l.output));
+        assert_eq!(io(known(openai, "gpt-4o-mini", None)), Some((0.15, 0.60)));
         assert_eq!(
-            known(openai, "gpt-4o-2024-08-06", None),
+            io(known(openai, "gpt-4o-2024-08-06", None)),
             Some((2.50, 10.00))
         );
         assert_eq!(
             known(ProviderKind::Anthropic, "claude-sonnet-4-5", None),
-            Some((3.00, 15.00))
+            Some(Listed {
+                input: 3.00,
+                output: 15.00,
+                cached_input: 0.30,
+                cache_write: 3.75
+            })
+        );
+        assert_eq!(
+            io(known(ProviderKind::Responses, "o4-mini", None)),
+            Some((1.10, 4.40))
         );
         assert_eq!(
             known(openai, "gpt-4o", Some("http://127.0.0.1:11434/v1")),

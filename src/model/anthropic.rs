@@ -249,10 +249,11 @@ pub(crate) fn parse_response(v: &Value, step: u64) -> Result<ModelReply, ModelEr
     Ok(ModelReply {
         message,
         usage: Usage {
-            input_tokens: n("input_tokens")
-                + n("cache_read_input_tokens")
-                + n("cache_creation_input_tokens"),
+            input_tokens: n("input_tokens"),
             output_tokens: n("output_tokens"),
+            cached_input_tokens: n("cache_read_input_tokens"),
+            cache_write_tokens: n("cache_creation_input_tokens"),
+            reasoning_tokens: 0,
         },
         stop_reason: stop,
         stop_reason_raw: raw.map(str::to_string),
@@ -345,7 +346,8 @@ mod tests {
             reply.usage,
             Usage {
                 input_tokens: 10,
-                output_tokens: 4
+                output_tokens: 4,
+                ..Usage::default()
             }
         );
     }

@@ -234,6 +234,10 @@ struct CompletionUsage {
     prompt_tokens: Option<u64>,
     #[serde(default)]
     completion_tokens: Option<u64>,
+    #[serde(default)]
+    prompt_tokens_details: Option<Value>,
+    #[serde(default)]
+    completion_tokens_details: Option<Value>,
 }
 
 /// A non-streaming response of the usual shape ([`Completion`]) read with
@@ -274,9 +278,19 @@ fn typed_reply(body: &[u8], step: u64) -> Option<ModelReply> {
             arguments: arguments_text(call.function.0.arguments.as_ref()),
         })
         .collect();
-    let usage = c.usage.map_or(Usage::default(), |Obj(u)| Usage {
-        input_tokens: u.prompt_tokens.unwrap_or(0),
-        output_tokens: u.completion_tokens.unwrap_or(0),
+    let usage = c.usage.map_or(Usage::default(), |Obj(u)| {
+        let detail = |d: &Option<Value>, k: &str| {
+            d.as_ref()
+                .and_then(|d| d.get(k))
+                .and_then(Value::as_u64)
+                .unwrap_or(0)
+        };
+        kinds(
+            u.prompt_tokens.unwrap_or(0),
+            u.completion_tokens.unwrap_or(0),
+            detail(&u.prompt_tokens_details, "cached_tokens"),
+            detail(&u.completion_tokens_details, "reasoning_tokens"),
+        )
     });
     Some(reply_of(
         with_reasoning(Message::assistant(content, tool_calls), reasoning),
@@ -411,14 +425,30 @@ fn text_of(v: Option<&Value>) -> Result<String, ModelError> {
 }
 
 fn usage_of(v: Option<&Value>) -> Usage {
-    let n = |k: &str| {
+    let n = |k: &str, d: Option<&str>| {
         v.and_then(|u| u.get(k))
+            .and_then(|x| d.map_or(Some(x), |d| x.get(d)))
             .and_then(Value::as_u64)
             .unwrap_or(0)
     };
+    kinds(
+        n("prompt_tokens", None),
+        n("completion_tokens", None),
+        n("prompt_tokens_details", Some("cached_tokens")),
+        n("completion_tokens_details", Some("reasoning_tokens")),
+    )
+}
+
+/// Usage from Chat Completions' counts: `prompt_tokens` includes the
+/// cached ones, which are counted apart.
+fn kinds(prompt: u64, completion: u64, cached: u64, reasoning: u64) -> Usage {
+    let cached = cached.min(prompt);
     Usage {
-        input_tokens: n("prompt_tokens"),
-        output_tokens: n("completion_tokens"),
+        input_tokens: prompt - cached,
+        output_tokens: completion,
+        cached_input_tokens: cached,
+        cache_write_tokens: 0,
+        reasoning_tokens: reasoning,
     }
 }
 
@@ -697,7 +727,8 @@ mod tests {
             reply.usage,
             Usage {
                 input_tokens: 7,
-                output_tokens: 3
+                output_tokens: 3,
+                ..Usage::default()
             }
         );
     }

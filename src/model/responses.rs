@@ -307,9 +307,20 @@ pub(crate) fn parse_response(v: &Value, step: u64) -> Result<ModelReply, ModelEr
     if output.iter().any(|i| i["type"] == "reasoning") {
         message.native = Some(json!({"api": Native::RESPONSES, "output": output}));
     }
+    let u = &v["usage"];
+    let input = u["input_tokens"].as_u64().unwrap_or(0);
+    let cached = u["input_tokens_details"]["cached_tokens"]
+        .as_u64()
+        .unwrap_or(0)
+        .min(input);
     let usage = Usage {
-        input_tokens: v["usage"]["input_tokens"].as_u64().unwrap_or(0),
-        output_tokens: v["usage"]["output_tokens"].as_u64().unwrap_or(0),
+        input_tokens: input - cached,
+        output_tokens: u["output_tokens"].as_u64().unwrap_or(0),
+        cached_input_tokens: cached,
+        cache_write_tokens: 0,
+        reasoning_tokens: u["output_tokens_details"]["reasoning_tokens"]
+            .as_u64()
+            .unwrap_or(0),
     };
     Ok(ModelReply {
         message,

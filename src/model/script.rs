@@ -196,6 +196,7 @@ fn estimate(req: &ModelRequest, content: &str, calls: &[ToolCall]) -> Usage {
     Usage {
         input_tokens: tokens(input),
         output_tokens: tokens(output),
+        ..Usage::default()
     }
 }
 

@@ -45,10 +45,10 @@ impl State {
             }
             Event::ModelResponse(r) => {
                 self.step = r.step;
-                self.last_request = (r.usage.input_tokens > 0 && r.request_bytes > 0).then_some(
+                self.last_request = (r.usage.all_input() > 0 && r.request_bytes > 0).then_some(
                     super::MeasuredRequest {
                         bytes: r.request_bytes,
-                        tokens: r.usage.input_tokens,
+                        tokens: r.usage.all_input(),
                     },
                 );
                 self.usage.add(&r.usage);

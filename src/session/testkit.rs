@@ -52,6 +52,7 @@ pub fn response(
         usage: Usage {
             input_tokens: usage.0,
             output_tokens: usage.1,
+            ..Usage::default()
         },
         cost_usd: cost,
         pending,
@@ -118,6 +119,7 @@ pub fn compaction(
         usage: Usage {
             input_tokens: usage.0,
             output_tokens: usage.1,
+            ..Usage::default()
         },
         cost_usd: cost,
         replaced: 0,

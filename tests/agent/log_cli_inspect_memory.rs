@@ -68,6 +68,7 @@ fn write_log(path: &Path, steps: u64) -> u64 {
         let usage = Usage {
             input_tokens: 1000,
             output_tokens: 10,
+            ..Usage::default()
         };
         total.add(&usage);
         let call = ToolCall {

@@ -46,6 +46,7 @@ fn response(step: u64) -> Event {
         usage: Usage {
             input_tokens: 10,
             output_tokens: 1,
+            ..Usage::default()
         },
         cost_usd: 0.5,
         pending: vec![format!("c{step}")],
@@ -115,7 +116,8 @@ fn inspect_names_the_snapshot_that_covers_the_log() {
     );
     assert_eq!(
         v["usage"],
-        json!({"input_tokens": 10, "output_tokens": 1, "cost_usd": 0.5})
+        json!({"input_tokens": 10, "output_tokens": 1, "cached_input_tokens": 0,
+            "cache_write_tokens": 0, "reasoning_tokens": 0, "cost_usd": 0.5, "cost_known": true})
     );
 }
 

@@ -91,7 +91,8 @@ async fn plain_reply_with_tool_calls_and_unknown_fields() {
             ),
             usage: Usage {
                 input_tokens: 123,
-                output_tokens: 45
+                output_tokens: 45,
+                ..Usage::default()
             },
             stop_reason: StopReason::ToolCalls,
             stop_reason_raw: Some("tool_calls".into()),
@@ -164,7 +165,8 @@ async fn streamed_reply_assembles_text_and_argument_fragments() {
         reply.usage,
         Usage {
             input_tokens: 900,
-            output_tokens: 80
+            output_tokens: 80,
+            ..Usage::default()
         }
     );
 

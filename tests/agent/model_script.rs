@@ -84,7 +84,8 @@ async fn turns_are_chosen_by_step() {
             ),
             usage: Usage {
                 input_tokens: 100,
-                output_tokens: 7
+                output_tokens: 7,
+                ..Usage::default()
             },
             stop_reason: StopReason::ToolCalls,
             stop_reason_raw: None,
