@@ -1,9 +1,12 @@
-//! The Anthropic Messages API client (non-streaming): the system prompt goes
+//! The Anthropic Messages API client (plain JSON, or SSE with `--stream`,
+//! see [`super::anthropic_stream`]): the system prompt goes
 //! top-level, tool calls become `tool_use` blocks and results `tool_result`
 //! blocks in user messages, consecutive same-role messages are merged.
 
-use super::error::ModelError;
-use super::http::{Backoff, Endpoint, build_client, checked_base_url, exchange_json};
+use super::anthropic_stream::MessageStream;
+use super::error::{ModelError, from_reqwest};
+use super::http::{Backoff, Endpoint, build_client, checked_base_url, exchange_json, send};
+use super::sse::SseDecoder;
 use super::{Encoded, ModelReply, ModelRequest, ProviderConfig, Purpose};
 use crate::event::{Message, Native, Role, StopReason, ToolCall, Usage};
 use serde_json::{Value, json};
@@ -59,6 +62,9 @@ impl AnthropicProvider {
             })
         });
         let mut body = request_body(&self.cfg.model, req, max);
+        if self.cfg.stream {
+            body["stream"] = json!(true);
+        }
         if let Some(b) = budget {
             body["thinking"] = json!({"type": "enabled", "budget_tokens": b});
         }
@@ -73,19 +79,59 @@ impl AnthropicProvider {
     ) -> Result<ModelReply, ModelError> {
         let mut backoff = Backoff::new(&self.cfg);
         loop {
-            let attempt =
-                match exchange_json(&self.cfg, self.endpoint.post(&self.client, body)).await {
+            let attempt = if self.cfg.stream {
+                match self.streamed(body, on_text).await {
                     Ok(v) => parse_response(&v, req.step),
                     Err(e) => Err(e),
-                };
-            match attempt {
-                Ok(reply) => {
-                    if !reply.message.content.is_empty() {
-                        on_text(&reply.message.content);
-                    }
-                    return Ok(reply);
                 }
+            } else {
+                match exchange_json(&self.cfg, self.endpoint.post(&self.client, body)).await {
+                    Ok(v) => parse_response(&v, req.step).inspect(|reply| {
+                        if !reply.message.content.is_empty() {
+                            on_text(&reply.message.content);
+                        }
+                    }),
+                    Err(e) => Err(e),
+                }
+            };
+            match attempt {
+                Ok(reply) => return Ok(reply),
                 Err(e) => backoff.failed(e).await?,
+            }
+        }
+    }
+
+    /// One streamed attempt: the message as a non-streaming body.
+    async fn streamed(
+        &self,
+        body: &Encoded,
+        on_text: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<Value, ModelError> {
+        let timeout = self.cfg.request_timeout;
+        let key = self.cfg.api_key.as_deref();
+        let request = self.endpoint.post(&self.client, body);
+        let mut response = tokio::time::timeout(timeout, send(&self.cfg, request))
+            .await
+            .map_err(|_| ModelError::Timeout(timeout))??;
+        let mut decoder = SseDecoder::default();
+        let mut message = MessageStream::default();
+        loop {
+            let next = tokio::time::timeout(timeout, response.chunk())
+                .await
+                .map_err(|_| ModelError::Timeout(timeout))?
+                .map_err(|e| from_reqwest(&e, timeout, key))?;
+            let ended = next.is_none();
+            let events = match next {
+                Some(chunk) => decoder.push(&chunk),
+                None => decoder.finish().into_iter().collect(),
+            };
+            for data in events {
+                if message.push(&data, on_text)? {
+                    return message.finish();
+                }
+            }
+            if ended {
+                return message.finish();
             }
         }
     }

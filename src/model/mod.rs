@@ -102,6 +102,7 @@ pub(crate) fn natural_stop(message: &Message) -> StopReason {
 }
 
 mod anthropic;
+mod anthropic_stream;
 mod error;
 mod http;
 mod openai;
@@ -139,7 +140,7 @@ pub struct ProviderConfig {
     pub api_key: Option<String>,
     /// Script file for [`ProviderKind::Script`].
     pub script: Option<PathBuf>,
-    /// Ask for server-sent events (OpenAI-compatible only; Anthropic ignores it).
+    /// Ask for server-sent events.
     pub stream: bool,
     /// Most tokens one reply may have: Anthropic's `max_tokens` (which
     /// must be sent: [`ANTHROPIC_DEFAULT_MAX_TOKENS`] when `None`).

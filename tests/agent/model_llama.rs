@@ -147,3 +147,11 @@ fn openai_responses_streamed_completes_a_run_against_llama_cpp() {
         true,
     );
 }
+#[test]
+fn anthropic_messages_streamed_completes_a_run_against_llama_cpp() {
+    completes(
+        "anthropic_messages_streamed_completes_a_run_against_llama_cpp",
+        "anthropic",
+        true,
+    );
+}
