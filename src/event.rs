@@ -291,6 +291,10 @@ pub struct RunSettings {
     /// `--thinking-budget` (absent: Anthropic extended thinking off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thinking_budget: Option<u32>,
+    /// The model's context window, when known (`--context-window`, config,
+    /// the built-in table).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_window: Option<u64>,
     /// Retries of a failed model request (429, 5xx, timeouts).
     #[serde(default)]
     pub max_retries: Option<u32>,
@@ -723,6 +727,10 @@ pub struct Resume {
     /// Processes of interrupted calls that were still running and were stopped.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stopped_processes: Vec<StoppedProcess>,
+    /// The compaction threshold `resume --compact-at` set for the rest of
+    /// the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compact_at: Option<u64>,
     /// The variable this resume read the API key from (its name, never
     /// its value). Every variable a run ever named so is kept from every
     /// child of a later resume too.

@@ -291,6 +291,8 @@ impl Agent {
         }
         // Staged: durable with the first sync point of the first step.
         self.checkpoint_start()?;
+        // A request that did not fit was compacted and asked again.
+        let mut overflowed = false;
         loop {
             self.record_exited_processes()?;
             if let Some(sig) = crate::signals::received() {
@@ -331,9 +333,33 @@ impl Agent {
                 None => {
                     return self.stop_turn(crate::signals::received().unwrap_or(Signal::SIGINT));
                 }
-                Some(Ok(r)) => r,
+                Some(Ok(r)) => {
+                    overflowed = false;
+                    r
+                }
+                Some(Err(e)) if e.is_context_overflow() && !overflowed => {
+                    // Compact now and ask the same step again, once.
+                    overflowed = true;
+                    self.out.warn(&format!(
+                        "the request did not fit the model's context window; compacting and \
+                         asking again: {e}"
+                    ));
+                    if self.maybe_compact(u64::MAX).await? {
+                        continue;
+                    }
+                    let reason = self.overflow_reason(context, &e);
+                    self.finish(RunStatus::Error, Some(reason.clone()))?;
+                    return Err(AgentError::Model {
+                        reason,
+                        auth: false,
+                    });
+                }
                 Some(Err(e)) => {
-                    let reason = e.to_string();
+                    let reason = if e.is_context_overflow() {
+                        self.overflow_reason(context, &e)
+                    } else {
+                        e.to_string()
+                    };
                     self.finish(RunStatus::Error, Some(reason.clone()))?;
                     return Err(AgentError::Model {
                         reason,
@@ -470,6 +496,17 @@ impl Agent {
             )))?;
         }
         Ok(())
+    }
+
+    /// Why a request that does not fit the context window ends the run:
+    /// its size and the window, and the server's words.
+    fn overflow_reason(&self, context: u64, e: &crate::model::ModelError) -> String {
+        format!(
+            "the request (about {context} tokens) does not fit the model's context window \
+             ({} tokens) even after compaction; shorten the task or use a model with a larger \
+             window ({e})",
+            self.config.context_window()
+        )
     }
 
     /// Reports the agent's own overhead: wall time minus model and tool

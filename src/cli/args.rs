@@ -194,7 +194,7 @@ pub struct RunOptions {
     #[arg(long)]
     pub read_only: bool,
     /// Compact the history when the request would exceed this many tokens
-    /// (default: compaction.threshold_tokens, else 96000).
+    /// (default: compaction.threshold_tokens, else 80% of the context window).
     #[arg(long)]
     pub compact_at: Option<u64>,
     /// Records between background snapshots of the run's state (default:
@@ -224,6 +224,11 @@ pub struct RunOptions {
     /// model.thinking_budget, else thinking off).
     #[arg(long, value_name = "TOKENS")]
     pub thinking_budget: Option<u32>,
+    /// The model's context window in tokens; the compaction threshold
+    /// defaults to 80% of it (default: model.context_window, else the
+    /// built-in table, else 128000).
+    #[arg(long, value_name = "TOKENS")]
+    pub context_window: Option<u64>,
     /// Leave the AGENTS.md files of the workspace and its repository out of
     /// the system prompt.
     #[arg(long)]
@@ -306,6 +311,11 @@ pub struct ResumeArgs {
     /// `tinyagent sessions`).
     #[arg(long)]
     pub last: bool,
+    /// Compact the model view when the request would exceed this many
+    /// tokens, for the rest of the run (recorded in the `resume` record;
+    /// default: what the run had).
+    #[arg(long, value_name = "TOKENS")]
+    pub compact_at: Option<u64>,
     /// A new user message: continues a finished run too.
     #[arg(long)]
     pub message: Option<String>,

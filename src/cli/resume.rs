@@ -671,7 +671,11 @@ pub async fn resume_chat(args: &ResumeArgs, chat: bool) -> Result<i32, CliError>
     if let Some(cwd) = &moved_to {
         run.settings.cwd.clone_from(cwd);
     }
-    let config = config_for(&run, args)?;
+    let mut config = config_for(&run, args)?;
+    // `--compact-at` now, else what an earlier resume set.
+    if let Some(n) = args.compact_at.or(store.state().compact_at) {
+        config.compact_at = n;
+    }
     let tools = tools_for(&run, &mcp)?;
     drop(mcp);
     let mut out = Output::new(args.json);
@@ -737,6 +741,7 @@ pub async fn resume_chat(args: &ResumeArgs, chat: bool) -> Result<i32, CliError>
         message: args.message.clone(),
         signal,
         stopped,
+        compact_at: args.compact_at,
     })?;
     let result = if agent.state().is_chat() {
         super::chat::converse(&mut agent).await

@@ -6,9 +6,9 @@ use crate::agent::output::Output;
 use crate::agent::{Agent, AgentParts, prompt};
 use crate::config::file::McpSection;
 use crate::config::{
-    ApprovalSettings, Config, ContainerSettings, DEFAULT_COMPACT_AT, DEFAULT_HOOK_TIMEOUT,
-    DEFAULT_KEEP_RECENT, DEFAULT_SNAPSHOT_EVERY, EnvKind, HOST_IMAGE, HookSettings, ModelSettings,
-    ProviderKind, RunConfig,
+    ApprovalSettings, Config, ContainerSettings, DEFAULT_HOOK_TIMEOUT, DEFAULT_KEEP_RECENT,
+    DEFAULT_SNAPSHOT_EVERY, EnvKind, HOST_IMAGE, HookSettings, ModelSettings, ProviderKind,
+    RunConfig,
 };
 use crate::event::{Event, Limits, RunStarted, SCHEMA_VERSION};
 use crate::mcp::{McpServers, ServerSpec};
@@ -118,6 +118,10 @@ pub fn resolve(args: &RunArgs, file: &Config) -> Result<RunConfig, CliError> {
     // Prices the person did not give, for a known model at its provider.
     let listed = crate::config::prices::known(provider, &name, base_url.as_deref());
     let listed_name = name.clone();
+    let context_window = args
+        .context_window
+        .or(m.context_window)
+        .or_else(|| crate::config::prices::context_window(provider, &listed_name));
     let config = RunConfig {
         model: ModelSettings {
             provider,
@@ -162,6 +166,7 @@ pub fn resolve(args: &RunArgs, file: &Config) -> Result<RunConfig, CliError> {
                     .transpose()?,
             },
             thinking_budget: args.thinking_budget.or(m.thinking_budget),
+            context_window,
             max_retries: m.max_retries.unwrap_or(5),
             retry_base: ms(m.retry_base_ms, Duration::from_millis(500)),
             request_timeout: Duration::from_secs(
@@ -186,7 +191,11 @@ pub fn resolve(args: &RunArgs, file: &Config) -> Result<RunConfig, CliError> {
         compact_at: args
             .compact_at
             .or(file.compaction.threshold_tokens)
-            .unwrap_or(DEFAULT_COMPACT_AT),
+            .unwrap_or_else(|| {
+                crate::config::compact_at_for(
+                    context_window.unwrap_or(crate::config::DEFAULT_CONTEXT_WINDOW),
+                )
+            }),
         keep_recent: file.compaction.keep_recent.unwrap_or(DEFAULT_KEEP_RECENT),
         snapshot_every: args
             .snapshot_every

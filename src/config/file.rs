@@ -114,6 +114,7 @@ pub struct ModelSection {
     pub max_output_tokens: Option<u32>,
     pub reasoning_effort: Option<String>,
     pub thinking_budget: Option<u32>,
+    pub context_window: Option<u64>,
     pub script: Option<PathBuf>,
     pub max_retries: Option<u32>,
     pub retry_base_ms: Option<u64>,

@@ -129,9 +129,16 @@ pub fn parse_enum<E: clap::ValueEnum>(key: &str, value: &str) -> Result<E, Confi
 
 /// Default records between background snapshots (the store's default).
 pub use tinyagent_store::DEFAULT_SNAPSHOT_EVERY;
-/// Default compaction threshold (estimated tokens of what is sent): three
-/// quarters of a 128k window.
+/// Default compaction threshold (estimated tokens of what is sent) of a
+/// log that recorded none: three quarters of a 128k window, as it was.
 pub const DEFAULT_COMPACT_AT: u64 = 96_000;
+/// The context window assumed for a model nobody gave one for.
+pub const DEFAULT_CONTEXT_WINDOW: u64 = 128_000;
+
+/// The compaction threshold for a context window: 80% of it.
+pub fn compact_at_for(window: u64) -> u64 {
+    window.saturating_mul(4) / 5
+}
 /// Default number of recent messages a compaction keeps verbatim.
 pub const DEFAULT_KEEP_RECENT: usize = 6;
 /// Default time a hook may take.
@@ -168,6 +175,9 @@ pub struct ModelSettings {
     pub reasoning_effort: Option<crate::kinds::ReasoningEffort>,
     /// Anthropic extended thinking's budget (`None`: thinking off).
     pub thinking_budget: Option<u32>,
+    /// The model's context window in tokens (`None`: not known; see
+    /// [`RunConfig::context_window`]).
+    pub context_window: Option<u64>,
     pub max_retries: u32,
     pub retry_base: Duration,
     pub request_timeout: Duration,
@@ -349,6 +359,7 @@ impl RunConfig {
                 max_output_tokens: s.max_output_tokens,
                 reasoning_effort: s.reasoning_effort,
                 thinking_budget: s.thinking_budget,
+                context_window: s.context_window,
                 max_retries: s.max_retries.unwrap_or(5),
                 retry_base: Duration::from_millis(s.retry_base_ms.unwrap_or(500)),
                 request_timeout: Duration::from_secs(s.request_timeout_s.unwrap_or(300)),
@@ -422,6 +433,12 @@ impl RunConfig {
             / 1_000_000.0
     }
 
+    /// The model's context window: the one set or known, else
+    /// [`DEFAULT_CONTEXT_WINDOW`].
+    pub fn context_window(&self) -> u64 {
+        self.model.context_window.unwrap_or(DEFAULT_CONTEXT_WINDOW)
+    }
+
     /// `$0.0123`, or `$?` when the price is unknown.
     pub fn cost_text(&self, usd: f64) -> String {
         if self.model.price_known {
@@ -462,6 +479,7 @@ impl RunConfig {
             max_output_tokens: m.max_output_tokens,
             reasoning_effort: m.reasoning_effort,
             thinking_budget: m.thinking_budget,
+            context_window: m.context_window,
             max_retries: Some(m.max_retries),
             retry_base_ms: Some(u64::try_from(m.retry_base.as_millis()).unwrap_or(u64::MAX)),
             request_timeout_s: Some(m.request_timeout.as_secs()),

@@ -95,6 +95,33 @@ pub fn known(provider: ProviderKind, model: &str, base_url: Option<&str>) -> Opt
         })
 }
 
+/// (provider, model name prefix, context window in tokens), as the
+/// providers document them. The longest matching prefix wins.
+const WINDOWS: &[(ProviderKind, &str, u64)] = &[
+    (ProviderKind::OpenAi, "gpt-4o", 128_000),
+    (ProviderKind::OpenAi, "gpt-4.1", 1_047_576),
+    (ProviderKind::OpenAi, "o3", 200_000),
+    (ProviderKind::OpenAi, "o4-mini", 200_000),
+    (ProviderKind::OpenAi, "gpt-5", 400_000),
+    (ProviderKind::OpenAi, "deepseek-chat", 128_000),
+    (ProviderKind::OpenAi, "deepseek-reasoner", 128_000),
+    (ProviderKind::Anthropic, "claude-", 200_000),
+];
+
+/// The context window of `model`, if it is in the table (whatever server
+/// serves it: the window is the model's).
+pub fn context_window(provider: ProviderKind, model: &str) -> Option<u64> {
+    let provider = match provider {
+        ProviderKind::Responses => ProviderKind::OpenAi,
+        other => other,
+    };
+    WINDOWS
+        .iter()
+        .filter(|(p, prefix, _)| *p == provider && model.starts_with(prefix))
+        .max_by_key(|(_, prefix, _)| prefix.len())
+        .map(|&(_, _, n)| n)
+}
+
 /// (provider, model name prefix, most output tokens of one reply), as the
 /// providers document them. The longest matching prefix wins.
 const OUTPUT_LIMITS: &[(ProviderKind, &str, u32)] = &[
@@ -153,5 +180,12 @@ mod tests {
         assert_eq!(max_output(anthropic, "claude-opus-4-1"), Some(32_000));
         assert_eq!(max_output(anthropic, "claude-opus-4-5"), Some(64_000));
         assert_eq!(max_output(openai, "gpt-4o"), None);
+        assert_eq!(context_window(openai, "gpt-4o-mini"), Some(128_000));
+        assert_eq!(context_window(ProviderKind::Responses, "o3"), Some(200_000));
+        assert_eq!(
+            context_window(anthropic, "claude-sonnet-4-5"),
+            Some(200_000)
+        );
+        assert_eq!(context_window(openai, "smollm2"), None);
     }
 }

@@ -186,6 +186,9 @@ impl State {
                     self.remember(&msg);
                     self.view.push(msg);
                 }
+                if r.compact_at.is_some() {
+                    self.compact_at = r.compact_at;
+                }
                 if let Some(limits) = &r.limits {
                     self.limits = limits.clone();
                 }

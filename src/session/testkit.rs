@@ -158,6 +158,7 @@ pub fn resume(notice: &str, message: Option<&str>, limits: Option<Limits>) -> Ev
         limits,
         message: message.map(str::to_string),
         stopped_processes: vec![],
+        compact_at: None,
         api_key_env: None,
     })
 }

@@ -89,6 +89,7 @@ impl Emitter {
                 limits: None,
                 message: None,
                 stopped_processes: Vec::new(),
+                compact_at: None,
                 api_key_env: None,
             })),
         }

@@ -124,7 +124,7 @@ fn every_flag_is_described_and_run_and_resume_show_examples() {
         "{run}"
     );
     for default in [
-        "else 96000",
+        "else 80% of the context window",
         "else 1000",
         "else 3",
         "else unlimited",

@@ -25,6 +25,7 @@ mod log_cli_inspect_memory;
 mod log_cli_live;
 mod mcp;
 mod model_anthropic;
+mod model_context;
 mod model_llama;
 mod model_mock_checks;
 mod model_native;

@@ -29,6 +29,9 @@ fn run_cmd(sb: &Sandbox, server: &Llama, provider: &str, stream: bool) -> Comman
     if stream {
         c.arg("--stream");
     }
+    // A 135M model on two shared cores: seconds per reply, more when the
+    // machine is busy.
+    c.args(["--timeout", "120"]);
     // The local server takes any key; Anthropic's client wants one.
     c.env("ANTHROPIC_API_KEY", "sk-ant-local");
     c
@@ -40,6 +43,7 @@ fn completes(test: &str, provider: &str, stream: bool) {
     let Some(server) = require("llama", test, llama::shared()) else {
         return;
     };
+    let _turn = llama::one_at_a_time();
     let sb = Sandbox::new();
     let out = output(run_cmd(&sb, server, provider, stream));
     assert_eq!(
@@ -107,7 +111,8 @@ fn anthropic_messages_completes_a_run_against_llama_cpp() {
 
 /// A request larger than the server's context (a task of some 600 tokens
 /// against `-c 256`): llama.cpp answers 400 "exceeds the available context
-/// size"; the run fails with exit 1 and a line naming the server's words.
+/// size"; nothing can be compacted, so the run fails with exit 1 and a line
+/// naming the request's tokens, the window and the server's words.
 #[test]
 fn a_request_larger_than_a_small_context_is_a_real_400() {
     let test = "a_request_larger_than_a_small_context_is_a_real_400";
@@ -117,11 +122,14 @@ fn a_request_larger_than_a_small_context_is_a_real_400() {
     let sb = Sandbox::new();
     let long = "Count the words of this sentence and say how many there are. ".repeat(50);
     let mut c = sb.run_cmd_cfg(&server.v1(), &long, "max_output_tokens = 48\n");
-    c.args(["--read-only", "--max-steps", "4"]);
+    c.args(["--read-only", "--max-steps", "4", "--context-window", "256"]);
     let out = output(c);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    // Compacting could not help (the task alone is too long): the run
+    // says so, with the request's size, the window and the server's words.
     assert!(
-        stderr(&out).contains("exceeds the available context size"),
+        stderr(&out).contains("does not fit the model's context window (256 tokens)")
+            && stderr(&out).contains("exceeds the available context size"),
         "{}\nserver log:\n{}",
         stderr(&out),
         server.log()

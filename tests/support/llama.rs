@@ -188,6 +188,14 @@ impl Drop for Llama {
     }
 }
 
+/// One run at a time against the shared server: it has one slot, and on
+/// two shared cores queued requests would wait past any sane timeout.
+pub fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static TURN: Mutex<()> = Mutex::new(());
+    TURN.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// The test binary's own server, started on first use.
 pub fn shared() -> Result<&'static Llama, String> {
     static SHARED: OnceLock<Result<&'static Llama, String>> = OnceLock::new();
