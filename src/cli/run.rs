@@ -423,6 +423,16 @@ pub fn provider_for(config: &RunConfig) -> Result<Provider, CliError> {
     let m = &config.model;
     let key_env = m.api_key_env.as_deref();
     let api_key = api_key(m.provider, key_env);
+    let public = m.base_url.is_none()
+        && matches!(m.provider, ProviderKind::OpenAi | ProviderKind::Responses);
+    if public && api_key.is_none() {
+        return Err(CliError::refused(format!(
+            "provider {} at its public endpoint needs an API key in ${} (or name a local \
+             server with --base-url)",
+            m.provider,
+            key_env.unwrap_or(m.provider.default_key_env())
+        )));
+    }
     if m.provider == ProviderKind::Anthropic && api_key.is_none() {
         return Err(CliError::refused(format!(
             "provider anthropic needs an API key in ${}",

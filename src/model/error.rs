@@ -133,6 +133,15 @@ impl ModelError {
         }
     }
 
+    /// The connection was refused: nothing listens at the address.
+    pub fn is_refused(&self) -> bool {
+        match self {
+            ModelError::Transport(text) => text.to_ascii_lowercase().contains("connection refused"),
+            ModelError::Exhausted { last, .. } => last.is_refused(),
+            _ => false,
+        }
+    }
+
     /// The request did not fit the model's context window: OpenAI's
     /// `context_length_exceeded`, Anthropic's "prompt is too long",
     /// llama.cpp's "exceeds the available context size" (and vLLM's and

@@ -452,6 +452,30 @@ fn kinds(prompt: u64, completion: u64, cached: u64, reasoning: u64) -> Usage {
     }
 }
 
+/// An `error` event inside a stream, as the status it stands for: a
+/// server error or overload is retried (with its own wait, if it names
+/// one), a rate limit waited for, a request error (a context overflow
+/// among them) is not.
+fn stream_error(err: &Value) -> ModelError {
+    let word = |k: &str| err.get(k).and_then(Value::as_str).unwrap_or_default();
+    let kind = format!("{} {}", word("type"), word("code")).to_ascii_lowercase();
+    let status = if kind.contains("rate_limit") {
+        429
+    } else if kind.contains("invalid_request")
+        || kind.contains("context_length")
+        || kind.contains("invalid")
+    {
+        400
+    } else {
+        500
+    };
+    ModelError::Status {
+        status,
+        body: serde_json::json!({ "error": err }).to_string(),
+        retry_after: None,
+    }
+}
+
 #[derive(Debug, Default)]
 struct PartialCall {
     id: String,
@@ -492,9 +516,7 @@ impl StreamAssembler {
         let v: Value = serde_json::from_str(data)
             .map_err(|e| ModelError::BadResponse(format!("stream chunk is not JSON ({e})")))?;
         if let Some(err) = v.get("error").filter(|e| !e.is_null()) {
-            return Err(ModelError::BadResponse(format!(
-                "server reported an error: {err}"
-            )));
+            return Err(stream_error(err));
         }
         self.chunks += 1;
         if v.get("usage").is_some_and(|u| !u.is_null()) {

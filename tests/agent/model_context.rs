@@ -107,3 +107,33 @@ fn resume_compact_at_sets_the_threshold_for_the_rest_of_the_run() {
     assert_eq!(of_kind(&recs, "resume")[0].data["compact_at"], 100);
     assert_eq!(of_kind(&recs, "compaction").len(), 1);
 }
+
+/// `run` at the public OpenAI endpoint with no key is refused before the
+/// log is made: exit 2, naming the variable, nothing sent anywhere.
+#[test]
+fn no_key_for_the_public_endpoint_is_refused_before_the_log() {
+    let sb = Sandbox::new();
+    let mut c = std::process::Command::new(crate::support::e2e::bin());
+    c.current_dir(sb.dir.path())
+        .args(["run", "--cwd"])
+        .arg(sb.ws())
+        .args(["--wal", "k.wal", "hello"])
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .env("TINYAGENT_HOME", sb.home())
+        .env("XDG_CONFIG_HOME", sb.config_home())
+        .stdin(std::process::Stdio::null());
+    let started = std::time::Instant::now();
+    let out = output(c);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("$OPENAI_API_KEY"), "{}", stderr(&out));
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    assert!(!sb.path("k.wal").exists());
+    assert!(
+        !sb.home().join("runs").exists()
+            || std::fs::read_dir(sb.home().join("runs"))
+                .unwrap()
+                .next()
+                .is_none()
+    );
+}
