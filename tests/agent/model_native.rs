@@ -373,3 +373,94 @@ fn responses_reasoning_items_go_back_before_their_calls_live_and_after_resume() 
     assert_eq!(first["message"]["native"]["output"][0], reasoning_item());
     assert_eq!(first["stop_reason"], "tool_calls");
 }
+
+/// The acceptance path for Anthropic with thinking on: `kill -9` during a
+/// long bash call of a thinking turn, `resume`, then a fork of the log
+/// resumed: every request after the first carries the thinking blocks
+/// unchanged before that turn's `tool_use` (the strict server refuses any
+/// request that does not).
+#[test]
+fn anthropic_thinking_survives_kill_9_resume_and_fork() {
+    let sb = Sandbox::new();
+    let mut content = thinking_blocks();
+    content.push(json!({"type": "tool_use", "id": "toolu_t1", "name": "bash",
+        "input": {"command": "sleep 41.25"}}));
+    let text = |t: &str| {
+        MockReply::json(json!({
+            "id": "msg", "type": "message", "role": "assistant", "model": "claude",
+            "content": [{"type": "text", "text": t}], "stop_reason": "end_turn",
+            "usage": {"input_tokens": 60, "output_tokens": 3}
+        }))
+    };
+    let strict = Strict::start(
+        vec![
+            MockReply::json(json!({
+                "id": "msg_1", "type": "message", "role": "assistant", "model": "claude",
+                "content": content, "stop_reason": "tool_use",
+                "usage": {"input_tokens": 40, "output_tokens": 20}
+            })),
+            text("Resumed."),
+            text("Forked."),
+        ],
+        anthropic_rule(),
+    );
+    let mut c = sb.run_cmd(&strict.server.root_url(), "list files");
+    c.args(["--provider", "anthropic", "--thinking-budget", "2048"])
+        .env("ANTHROPIC_API_KEY", "sk-ant-test")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut child = c.spawn().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !std::fs::read_to_string(sb.wal()).is_ok_and(|l| l.contains("\"tool.started\"")) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the call never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+
+    let mut c = sb.resume_cmd();
+    c.env("ANTHROPIC_API_KEY", "sk-ant-test");
+    let out = output(c);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "Resumed.");
+
+    let fork = sb.path("fork.wal");
+    let mut c = std::process::Command::new(crate::support::e2e::bin());
+    c.current_dir(sb.dir.path())
+        .args(["fork"])
+        .arg(sb.wal())
+        .args(["--at", "1", "-o"])
+        .arg(&fork)
+        .env("TINYAGENT_HOME", sb.home())
+        .env("XDG_CONFIG_HOME", sb.config_home());
+    let out = output(c);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let mut c = std::process::Command::new(crate::support::e2e::bin());
+    c.current_dir(sb.dir.path())
+        .arg("resume")
+        .arg(&fork)
+        .args(["--message", "go on"])
+        .env("ANTHROPIC_API_KEY", "sk-ant-test")
+        .env("TINYAGENT_HOME", sb.home())
+        .env("XDG_CONFIG_HOME", sb.config_home())
+        .stdin(std::process::Stdio::null());
+    let out = output(c);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "Forked.");
+
+    strict.assert_clean();
+    let requests = strict.server.requests();
+    assert_eq!(requests.len(), 3);
+    for r in &requests[1..] {
+        let assistant = &r["messages"][1];
+        assert_eq!(assistant["content"][0], thinking_blocks()[0], "{r}");
+        assert_eq!(assistant["content"][1], thinking_blocks()[1], "{r}");
+        assert_eq!(assistant["content"][2]["id"], "toolu_t1");
+    }
+    for wal in [sb.wal(), fork] {
+        contract::check_write_order(&contract::read(&wal));
+    }
+}
