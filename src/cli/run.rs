@@ -118,10 +118,16 @@ pub fn resolve(args: &RunArgs, file: &Config) -> Result<RunConfig, CliError> {
     // Prices the person did not give, for a known model at its provider.
     let listed = crate::config::prices::known(provider, &name, base_url.as_deref());
     let listed_name = name.clone();
+    // Given, else known, else what a local server says of itself.
     let context_window = args
         .context_window
         .or(m.context_window)
-        .or_else(|| crate::config::prices::context_window(provider, &listed_name));
+        .or_else(|| crate::config::prices::context_window(provider, &listed_name))
+        .or_else(|| {
+            base_url
+                .as_deref()
+                .and_then(crate::model::server_context_window)
+        });
     let config = RunConfig {
         model: ModelSettings {
             provider,

@@ -106,6 +106,7 @@ mod anthropic_stream;
 mod error;
 mod http;
 mod openai;
+mod props;
 mod responses;
 mod script;
 mod sse;
@@ -114,6 +115,7 @@ mod wire;
 pub use anthropic::{ANTHROPIC_DEFAULT_MAX_TOKENS, AnthropicProvider};
 pub use error::ModelError;
 pub use openai::OpenAiProvider;
+pub use props::server_context_window;
 pub use responses::ResponsesProvider;
 pub use script::ScriptProvider;
 

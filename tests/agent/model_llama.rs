@@ -57,6 +57,14 @@ fn completes(test: &str, provider: &str, stream: bool) {
     assert!(!answer.is_empty(), "no answer on stdout: {}", stderr(&out));
     let recs = contract::read(&sb.wal());
     contract::check_write_order(&recs);
+    // The window is what the server says of itself (GET /props), and the
+    // compaction threshold 80% of it.
+    let settings = &recs[0].data["settings"];
+    assert_eq!(settings["context_window"], llama::SHARED_CONTEXT);
+    assert_eq!(
+        settings["compact_at"],
+        u64::from(llama::SHARED_CONTEXT) * 4 / 5
+    );
     let responses = of_kind(&recs, "model.response");
     let last = responses.last().expect("a model.response");
     assert_eq!(

@@ -332,6 +332,12 @@ async fn handle(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    // What tinyagent asks of a local server before a run (llama.cpp's
+    // `/props`): this server is not llama.cpp, and says so as an
+    // OpenAI-compatible server would. Not a model request: not recorded.
+    if method == Method::GET && uri.path().ends_with("/props") {
+        return axum::response::IntoResponse::into_response((StatusCode::NOT_FOUND, "not found"));
+    }
     let (index, mut reply) = {
         let mut s = shared.lock().unwrap_or_else(|p| p.into_inner());
         let index = s.requests.len() + s.received.len() + 1;
