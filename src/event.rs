@@ -73,6 +73,36 @@ pub struct Message {
     pub name: Option<String>,
     #[serde(default, skip_serializing_if = "is_false")]
     pub is_error: bool,
+    /// For `role: assistant`: what the provider produced that it needs
+    /// back, as received (see [`Native`]); absent when it sent nothing of
+    /// the kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub native: Option<serde_json::Value>,
+}
+
+/// The members of a [`Message::native`] object: `api` names the wire it came
+/// from, and only a request to that wire sends it back.
+///
+/// - `{"api": "anthropic", "content": [...]}`: the Messages API response's
+///   content blocks, as received; its `thinking` (with `signature`) and
+///   `redacted_thinking` blocks go back, in order, before the turn's
+///   `tool_use` blocks.
+/// - `{"api": "chat", "reasoning_content": "..."}`: a Chat Completions
+///   message's reasoning, sent back on the assistant message.
+/// - `{"api": "responses", "output": [...]}`: a Responses API output's
+///   items, as received; its `reasoning` items (with `encrypted_content`)
+///   go back before the `function_call` items they preceded.
+pub struct Native;
+
+impl Native {
+    pub const ANTHROPIC: &'static str = "anthropic";
+    pub const CHAT: &'static str = "chat";
+    pub const RESPONSES: &'static str = "responses";
+
+    /// The native items of `m` when they came from `api`.
+    pub fn of<'a>(m: &'a Message, api: &str) -> Option<&'a serde_json::Value> {
+        m.native.as_ref().filter(|n| n["api"] == api)
+    }
 }
 
 impl Message {
@@ -104,6 +134,7 @@ impl Message {
             tool_call_id: None,
             name: None,
             is_error: false,
+            native: None,
         }
     }
 }
@@ -111,8 +142,25 @@ impl Message {
 /// Token counts of one model call, or a running total.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
+    /// Input tokens neither read from nor written to the provider's prompt
+    /// cache (Anthropic's `input_tokens`; OpenAI's `prompt_tokens` less its
+    /// `cached_tokens`).
     pub input_tokens: u64,
+    /// Output tokens, reasoning included.
     pub output_tokens: u64,
+    /// Input tokens read from the prompt cache (OpenAI
+    /// `prompt_tokens_details.cached_tokens`, Anthropic
+    /// `cache_read_input_tokens`), when reported.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cached_input_tokens: u64,
+    /// Input tokens written to the prompt cache (Anthropic
+    /// `cache_creation_input_tokens`), when reported.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_tokens: u64,
+    /// Output tokens spent reasoning (part of `output_tokens`), when
+    /// reported.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reasoning_tokens: u64,
 }
 
 impl Usage {
@@ -121,6 +169,29 @@ impl Usage {
     pub fn add(&mut self, other: &Usage) {
         self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
         self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
+        self.cached_input_tokens = self
+            .cached_input_tokens
+            .saturating_add(other.cached_input_tokens);
+        self.cache_write_tokens = self
+            .cache_write_tokens
+            .saturating_add(other.cache_write_tokens);
+        self.reasoning_tokens = self.reasoning_tokens.saturating_add(other.reasoning_tokens);
+    }
+
+    /// Every input token of the request, cached or not.
+    pub fn all_input(&self) -> u64 {
+        self.input_tokens
+            .saturating_add(self.cached_input_tokens)
+            .saturating_add(self.cache_write_tokens)
+    }
+
+    /// Only input and output counts (the rest zero).
+    pub fn of(input_tokens: u64, output_tokens: u64) -> Usage {
+        Usage {
+            input_tokens,
+            output_tokens,
+            ..Usage::default()
+        }
     }
 }
 
@@ -164,6 +235,12 @@ pub struct RunSettings {
     pub price_in: Option<f64>,
     #[serde(default)]
     pub price_out: Option<f64>,
+    /// USD per million input tokens read from the prompt cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price_cached_in: Option<f64>,
+    /// USD per million input tokens written to the prompt cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price_cache_write: Option<f64>,
     /// Script file for the `script` provider (absolute path).
     #[serde(default)]
     pub script: Option<String>,
@@ -205,6 +282,19 @@ pub struct RunSettings {
     pub container: Option<String>,
     #[serde(default)]
     pub stream: bool,
+    /// Most tokens one reply may have (absent: the server's limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_output_tokens: Option<u32>,
+    /// `--reasoning-effort` (absent: the server's default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<crate::kinds::ReasoningEffort>,
+    /// `--thinking-budget` (absent: Anthropic extended thinking off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking_budget: Option<u32>,
+    /// The model's context window, when known (`--context-window`, config,
+    /// the built-in table).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_window: Option<u64>,
     /// Retries of a failed model request (429, 5xx, timeouts).
     #[serde(default)]
     pub max_retries: Option<u32>,
@@ -287,6 +377,46 @@ pub struct ModelResponse {
     /// written before it was recorded).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub request_bytes: u64,
+    /// Why the model stopped (`None` in logs written before it was
+    /// recorded, read as `end_turn` or `tool_calls`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<StopReason>,
+    /// The server's own word for it (`stop`, `length`, `tool_use`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_reason_raw: Option<String>,
+}
+
+/// Why a model response ended, in one vocabulary for every provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The model finished its turn (a final answer when it made no call).
+    #[default]
+    EndTurn,
+    /// The model stopped to have its tool calls run.
+    ToolCalls,
+    /// Cut at the output limit: the text and any call in it are incomplete.
+    MaxTokens,
+    /// The model declined to answer.
+    Refusal,
+    /// The server's content filter cut or withheld the answer.
+    ContentFilter,
+    /// The server paused a long turn; asking again continues it.
+    Pause,
+}
+
+impl StopReason {
+    /// The name in the log and in `--json` (the serde name).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::EndTurn => "end_turn",
+            StopReason::ToolCalls => "tool_calls",
+            StopReason::MaxTokens => "max_tokens",
+            StopReason::Refusal => "refusal",
+            StopReason::ContentFilter => "content_filter",
+            StopReason::Pause => "pause",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -418,6 +548,16 @@ impl ToolResult {
         }
     }
 }
+
+/// The result of a call in a reply cut at the output limit: never run.
+pub const TRUNCATED_CALL_TEXT: &str = "[not run: the response was cut off at the output limit \
+     before this call was complete; it had no effect]";
+
+/// What the model is told (a `user.message`, source `truncated`) after a
+/// reply cut at the output limit.
+pub const TRUNCATED_NOTICE: &str = "[Truncated] Your last response was cut off at the output \
+     limit, so it is not a final answer and none of its tool calls ran. Continue from where it \
+     was cut, in shorter pieces: split long file contents over several calls.";
 
 /// One hook run for a call, as recorded in its `tool.result`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -587,6 +727,10 @@ pub struct Resume {
     /// Processes of interrupted calls that were still running and were stopped.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stopped_processes: Vec<StoppedProcess>,
+    /// The compaction threshold `resume --compact-at` set for the rest of
+    /// the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compact_at: Option<u64>,
     /// The variable this resume read the API key from (its name, never
     /// its value). Every variable a run ever named so is kept from every
     /// child of a later resume too.
@@ -604,6 +748,10 @@ pub enum RunStatus {
     /// Stopped by SIGINT, SIGTERM or SIGHUP (`reason` names it).
     Interrupted,
     Error,
+    /// The model's answers were cut at the output limit too often in a row.
+    Truncated,
+    /// The model refused (or its server's filter withheld) the answer.
+    Refused,
 }
 
 impl RunStatus {
@@ -616,6 +764,8 @@ impl RunStatus {
             RunStatus::FormatErrors => "format_errors",
             RunStatus::Interrupted => "interrupted",
             RunStatus::Error => "error",
+            RunStatus::Truncated => "truncated",
+            RunStatus::Refused => "refused",
         }
     }
 }

@@ -15,8 +15,35 @@ pub enum ProviderKind {
     OpenAi,
     /// The Anthropic Messages API.
     Anthropic,
+    /// The OpenAI Responses API (`store: false`, encrypted reasoning).
+    Responses,
     /// Offline scripted turns from a JSON file.
     Script,
+}
+
+/// How hard a reasoning model thinks before it answers
+/// (`--reasoning-effort`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum ReasoningEffort {
+    None,
+    Minimal,
+    Low,
+    Medium,
+    High,
+}
+
+impl ReasoningEffort {
+    /// The word the OpenAI APIs take, and the log's.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReasoningEffort::None => "none",
+            ReasoningEffort::Minimal => "minimal",
+            ReasoningEffort::Low => "low",
+            ReasoningEffort::Medium => "medium",
+            ReasoningEffort::High => "high",
+        }
+    }
 }
 
 /// Where commands run.
@@ -80,6 +107,7 @@ impl ProviderKind {
         match self {
             ProviderKind::OpenAi => "openai",
             ProviderKind::Anthropic => "anthropic",
+            ProviderKind::Responses => "responses",
             ProviderKind::Script => "script",
         }
     }
@@ -88,6 +116,7 @@ impl ProviderKind {
     pub fn default_model(self) -> &'static str {
         match self {
             ProviderKind::OpenAi => "gpt-4o-mini",
+            ProviderKind::Responses => "o4-mini",
             ProviderKind::Anthropic => "claude-sonnet-4-5",
             ProviderKind::Script => "script",
         }
@@ -97,7 +126,7 @@ impl ProviderKind {
     /// config names one (`None` for the script provider).
     pub fn base_url_env(self) -> Option<&'static str> {
         match self {
-            ProviderKind::OpenAi => Some("OPENAI_BASE_URL"),
+            ProviderKind::OpenAi | ProviderKind::Responses => Some("OPENAI_BASE_URL"),
             ProviderKind::Anthropic => Some("ANTHROPIC_BASE_URL"),
             ProviderKind::Script => None,
         }
@@ -114,7 +143,9 @@ impl ProviderKind {
     pub fn default_key_env(self) -> &'static str {
         match self {
             ProviderKind::Anthropic => "ANTHROPIC_API_KEY",
-            ProviderKind::OpenAi | ProviderKind::Script => "OPENAI_API_KEY",
+            ProviderKind::OpenAi | ProviderKind::Responses | ProviderKind::Script => {
+                "OPENAI_API_KEY"
+            }
         }
     }
 }

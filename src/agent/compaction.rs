@@ -15,7 +15,7 @@
 //! its cost is counted; after a failure the next attempt waits until the view
 //! has grown by a quarter.
 
-use super::{Agent, AgentError, cost_of};
+use super::{Agent, AgentError};
 use crate::event::{Compaction, Event, Message, Role};
 use crate::model::{Encoded, ModelRequest, Purpose};
 use crate::session::plan;
@@ -162,11 +162,7 @@ impl Agent {
             }
         };
         let summary = reply.message.content.trim().to_string();
-        let cost = cost_of(
-            &reply.usage,
-            self.config.model.price_in,
-            self.config.model.price_out,
-        );
+        let cost = self.config.cost_of(&reply.usage);
         if summary.is_empty() {
             self.out
                 .warn("compaction failed (empty summary); continuing uncompacted");

@@ -21,7 +21,7 @@ pub(crate) mod resume;
 use crate::config::RunConfig;
 use crate::event::{
     ChatWaiting, Event, HookRun, Message, ModelResponse, ProcessExited, RunFinished, RunStatus,
-    StepSaved, ToolCall, ToolResult, Usage, UserMessage,
+    StepSaved, StopReason, ToolCall, ToolResult, UserMessage,
 };
 use crate::exec::ExecEnv;
 use crate::model::Provider;
@@ -66,6 +66,21 @@ pub enum Turn {
     Waiting,
 }
 
+/// What the loop does with a reply that did not end its turn normally.
+enum Unfinished {
+    /// Ask the model again (it was told why).
+    Again,
+    /// The turn is over.
+    Stop(Turn),
+}
+
+/// Replies cut at the output limit the model is told of in a row before
+/// the run stops `truncated`.
+pub const MAX_TRUNCATED_IN_ROW: u32 = 2;
+
+/// The result of a call in a refused reply.
+const REFUSED_CALL_TEXT: &str = "[not run: the response that made this call ended in a refusal]";
+
 /// What the pre hook said about a call.
 struct PreHook {
     run: HookRun,
@@ -105,6 +120,8 @@ pub struct Agent {
     timing: Timing,
     /// Estimate at which the last compaction attempt failed.
     compaction_backoff: Option<u64>,
+    /// Replies cut at the output limit in a row, this process.
+    truncated_in_row: u32,
     /// The workspace's checkpoint store (`None`: no usable git).
     checkpoints: Option<crate::checkpoint::Checkpointer>,
 }
@@ -121,11 +138,6 @@ struct Timing {
     /// Waiting for the person: approval questions, a chat's prompt.
     waiting: std::time::Duration,
     steps: u64,
-}
-
-/// USD for a call's usage at per-million-token prices.
-pub fn cost_of(usage: &Usage, price_in: f64, price_out: f64) -> f64 {
-    (usage.input_tokens as f64 * price_in + usage.output_tokens as f64 * price_out) / 1_000_000.0
 }
 
 impl Agent {
@@ -170,6 +182,7 @@ impl Agent {
             hook_files: hook_calls::HookFiles::of(&parts.config.hooks, &parts.config.workspace),
             timing: Timing::default(),
             compaction_backoff: None,
+            truncated_in_row: 0,
             config: parts.config,
             protected: parts.protected,
             store: parts.store,
@@ -280,6 +293,8 @@ impl Agent {
         }
         // Staged: durable with the first sync point of the first step.
         self.checkpoint_start()?;
+        // A request that did not fit was compacted and asked again.
+        let mut overflowed = false;
         loop {
             self.record_exited_processes()?;
             if let Some(sig) = crate::signals::received() {
@@ -320,9 +335,33 @@ impl Agent {
                 None => {
                     return self.stop_turn(crate::signals::received().unwrap_or(Signal::SIGINT));
                 }
-                Some(Ok(r)) => r,
+                Some(Ok(r)) => {
+                    overflowed = false;
+                    r
+                }
+                Some(Err(e)) if e.is_context_overflow() && !overflowed => {
+                    // Compact now and ask the same step again, once.
+                    overflowed = true;
+                    self.out.warn(&format!(
+                        "the request did not fit the model's context window; compacting and \
+                         asking again: {e}"
+                    ));
+                    if self.maybe_compact(u64::MAX).await? {
+                        continue;
+                    }
+                    let reason = self.overflow_reason(context, &e);
+                    self.finish(RunStatus::Error, Some(reason.clone()))?;
+                    return Err(AgentError::Model {
+                        reason,
+                        auth: false,
+                    });
+                }
                 Some(Err(e)) => {
-                    let reason = e.to_string();
+                    let reason = if e.is_context_overflow() {
+                        self.overflow_reason(context, &e)
+                    } else {
+                        e.to_string()
+                    };
                     self.finish(RunStatus::Error, Some(reason.clone()))?;
                     return Err(AgentError::Model {
                         reason,
@@ -332,12 +371,9 @@ impl Agent {
             };
             let mut message = reply.message;
             normalise_call_ids(&mut message.tool_calls, step, &self.state().view);
-            let cost = cost_of(
-                &reply.usage,
-                self.config.model.price_in,
-                self.config.model.price_out,
-            );
+            let cost = self.config.cost_of(&reply.usage);
             let calls = message.tool_calls.clone();
+            let stop = reply.stop_reason;
             // Durable with the first tool.started (or step.saved).
             self.stage(Event::ModelResponse(ModelResponse {
                 step,
@@ -347,7 +383,14 @@ impl Agent {
                 cost_usd: cost,
                 context_tokens: context,
                 request_bytes: body.len() as u64,
+                stop_reason: Some(stop),
+                stop_reason_raw: reply.stop_reason_raw,
             }))?;
+            match self.unfinished_reply(step, stop, &calls)? {
+                Some(Unfinished::Again) => continue,
+                Some(Unfinished::Stop(turn)) => return Ok(turn),
+                None => {}
+            }
             let mut next = 0;
             while next < calls.len() {
                 let call = &calls[next];
@@ -388,6 +431,84 @@ impl Agent {
                 return self.finish(RunStatus::Completed, None).map(Turn::Finished);
             }
         }
+    }
+
+    /// A reply that did not end its turn normally: cut at the output limit
+    /// (its calls are not run; the model is told, at most
+    /// [`MAX_TRUNCATED_IN_ROW`] times in a row, then the run stops
+    /// `truncated`) or refused (the run stops `refused`). `None` for a reply
+    /// the loop goes on with as usual.
+    fn unfinished_reply(
+        &mut self,
+        step: u64,
+        stop: StopReason,
+        calls: &[ToolCall],
+    ) -> Result<Option<Unfinished>, AgentError> {
+        match stop {
+            StopReason::MaxTokens => {}
+            StopReason::Refusal | StopReason::ContentFilter => {
+                self.truncated_in_row = 0;
+                self.settle_unrun(step, calls, REFUSED_CALL_TEXT)?;
+                self.save_step(step)?;
+                let reason = format!("the model's answer ended with {}", stop.as_str());
+                return self
+                    .finish(RunStatus::Refused, Some(reason))
+                    .map(|s| Some(Unfinished::Stop(Turn::Finished(s))));
+            }
+            StopReason::EndTurn | StopReason::ToolCalls | StopReason::Pause => {
+                self.truncated_in_row = 0;
+                return Ok(None);
+            }
+        }
+        self.truncated_in_row += 1;
+        self.settle_unrun(step, calls, crate::event::TRUNCATED_CALL_TEXT)?;
+        if self.truncated_in_row > MAX_TRUNCATED_IN_ROW {
+            self.save_step(step)?;
+            let reason = format!(
+                "the model's answer was cut at the output limit {} times in a row",
+                self.truncated_in_row
+            );
+            return self
+                .finish(RunStatus::Truncated, Some(reason))
+                .map(|s| Some(Unfinished::Stop(Turn::Finished(s))));
+        }
+        self.stage(Event::UserMessage(UserMessage {
+            step,
+            content: crate::event::TRUNCATED_NOTICE.to_string(),
+            source: "truncated".to_string(),
+        }))?;
+        self.save_step(step)?;
+        if let Some(sig) = crate::signals::received() {
+            return self.stop_turn(sig).map(|t| Some(Unfinished::Stop(t)));
+        }
+        Ok(Some(Unfinished::Again))
+    }
+
+    /// Results for calls that are never run (their reply was cut or
+    /// refused): an error saying why, with no `tool.started`.
+    fn settle_unrun(
+        &mut self,
+        step: u64,
+        calls: &[ToolCall],
+        text: &str,
+    ) -> Result<(), AgentError> {
+        for c in calls {
+            self.stage(Event::ToolResult(ToolResult::new(
+                step, &c.id, &c.name, text, true,
+            )))?;
+        }
+        Ok(())
+    }
+
+    /// Why a request that does not fit the context window ends the run:
+    /// its size and the window, and the server's words.
+    fn overflow_reason(&self, context: u64, e: &crate::model::ModelError) -> String {
+        format!(
+            "the request (about {context} tokens) does not fit the model's context window \
+             ({} tokens) even after compaction; shorten the task or use a model with a larger \
+             window ({e})",
+            self.config.context_window()
+        )
     }
 
     /// Reports the agent's own overhead: wall time minus model and tool
@@ -482,9 +603,20 @@ impl Agent {
         // settled otherwise (stopped by a signal) go.
         approval::clear_channel(self.store.path());
         let s = self.state();
+        let cached = if s.usage.cached_input_tokens + s.usage.cache_write_tokens > 0 {
+            format!(
+                " ({} cached, {} written to the cache)",
+                s.usage.cached_input_tokens, s.usage.cache_write_tokens
+            )
+        } else {
+            String::new()
+        };
         self.out.say(&format!(
-            "totals: {} steps · {} in / {} out tokens · ${:.4}",
-            s.step, s.usage.input_tokens, s.usage.output_tokens, s.cost_usd
+            "totals: {} steps · {} in{cached} / {} out tokens · {}",
+            s.step,
+            s.usage.input_tokens,
+            s.usage.output_tokens,
+            self.config.cost_text(s.cost_usd)
         ));
         Ok(status)
     }

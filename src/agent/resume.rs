@@ -28,6 +28,8 @@ pub struct StopInfo {
     pub signal: Option<String>,
     /// Processes of interrupted calls already stopped by [`stop_leftovers`].
     pub stopped: Vec<StoppedProcess>,
+    /// `--compact-at`: the threshold for the rest of the run.
+    pub compact_at: Option<u64>,
 }
 
 /// Nothing of an interrupted call may act once the resumed run has told the
@@ -200,6 +202,7 @@ impl Agent {
             message: None,
             stopped_processes: stopped,
             api_key_env: self.config.model.api_key_env.clone(),
+            compact_at: stop.compact_at,
         }))?;
         if let Some(text) = &stop.message {
             self.add_user_message(text, "resume")?;

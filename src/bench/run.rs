@@ -127,11 +127,14 @@ impl SyntheticRun {
             let usage = Usage {
                 input_tokens: 1000 + step * 800,
                 output_tokens: 60,
+                ..Usage::default()
             };
             total.add(&usage);
             events.push(Event::ModelResponse(ModelResponse {
                 context_tokens: 0,
                 request_bytes: 0,
+                stop_reason: None,
+                stop_reason_raw: None,
                 step,
                 message: assistant.clone(),
                 usage,
@@ -175,6 +178,7 @@ impl SyntheticRun {
                     usage: Usage {
                         input_tokens: 5000,
                         output_tokens: 300,
+                        ..Usage::default()
                     },
                     cost_usd: 0.002,
                     replaced: 0,

@@ -43,8 +43,9 @@ pub async fn chat(args: &ChatArgs) -> Result<i32, CliError> {
             return Err(CliError::refused(
                 "--resume goes on with the settings the chat's log recorded: --wal (another \
                  log), --script, \
-                 --price-in, --price-out, --plan, --plan-file, --read-only, --compact-at, \
-                 --snapshot-every, --replicate, --stream and --no-agents-md apply to a new \
+                 --price-*, --plan, --plan-file, --read-only, --max-output-tokens, \
+                 --reasoning-effort, --thinking-budget, --context-window, --snapshot-every, --replicate, \
+                 --stream and --no-agents-md apply to a new \
                  chat only",
             ));
         }

@@ -83,7 +83,7 @@ impl From<anyhow::Error> for CliError {
 pub fn status_exit_code(status: RunStatus) -> i32 {
     match status {
         RunStatus::Completed => 0,
-        RunStatus::Error => 1,
+        RunStatus::Error | RunStatus::Truncated | RunStatus::Refused => 1,
         RunStatus::MaxSteps | RunStatus::MaxCost | RunStatus::FormatErrors => 3,
         RunStatus::Interrupted => crate::signals::received().map_or(130, crate::signals::exit_code),
     }
@@ -147,6 +147,12 @@ pub fn finished(
             "stopped after malformed tool calls in a row; continue with: {resume} --message \
              <guidance> (or a higher --max-format-errors)"
         )),
+        RunStatus::Truncated => say(&format!(
+            "the model's answers were cut at the output limit {} times in a row; raise \
+             --max-output-tokens, then continue with: {resume} --message <guidance>",
+            crate::agent::MAX_TRUNCATED_IN_ROW + 1
+        )),
+        RunStatus::Refused => say("the model refused to answer (its text is on stdout)"),
         RunStatus::Completed | RunStatus::Error => {}
     }
     Ok(status_exit_code(status))

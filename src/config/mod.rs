@@ -17,7 +17,7 @@ pub use file::{Config, ConfigError, McpServerSection};
 // are named here too, where the settings they are part of are.
 pub use crate::kinds::{ApproveMode, EngineKind, EnvKind, HookFailure, ProviderKind};
 
-use crate::event::{Limits, RunSettings, RunStarted};
+use crate::event::{Limits, RunSettings, RunStarted, Usage};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -129,9 +129,16 @@ pub fn parse_enum<E: clap::ValueEnum>(key: &str, value: &str) -> Result<E, Confi
 
 /// Default records between background snapshots (the store's default).
 pub use tinyagent_store::DEFAULT_SNAPSHOT_EVERY;
-/// Default compaction threshold (estimated tokens of what is sent): three
-/// quarters of a 128k window.
+/// Default compaction threshold (estimated tokens of what is sent) of a
+/// log that recorded none: three quarters of a 128k window, as it was.
 pub const DEFAULT_COMPACT_AT: u64 = 96_000;
+/// The context window assumed for a model nobody gave one for.
+pub const DEFAULT_CONTEXT_WINDOW: u64 = 128_000;
+
+/// The compaction threshold for a context window: 80% of it.
+pub fn compact_at_for(window: u64) -> u64 {
+    window.saturating_mul(4) / 5
+}
 /// Default number of recent messages a compaction keeps verbatim.
 pub const DEFAULT_KEEP_RECENT: usize = 6;
 /// Default time a hook may take.
@@ -151,9 +158,26 @@ pub struct ModelSettings {
     /// USD per million input / output tokens.
     pub price_in: f64,
     pub price_out: f64,
+    /// USD per million input tokens read from the prompt cache (`None`:
+    /// `price_in`).
+    pub price_cached_in: Option<f64>,
+    /// USD per million input tokens written to the prompt cache (`None`:
+    /// `price_in`).
+    pub price_cache_write: Option<f64>,
+    /// Whether the prices are known (given, or in the built-in table): an
+    /// unknown cost is shown as `$?` and `--max-cost` is refused.
+    pub price_known: bool,
     /// Script file for the script provider (absolute).
     pub script: Option<PathBuf>,
     pub stream: bool,
+    /// Most tokens one reply may have (`None`: the server's limit).
+    pub max_output_tokens: Option<u32>,
+    pub reasoning_effort: Option<crate::kinds::ReasoningEffort>,
+    /// Anthropic extended thinking's budget (`None`: thinking off).
+    pub thinking_budget: Option<u32>,
+    /// The model's context window in tokens (`None`: not known; see
+    /// [`RunConfig::context_window`]).
+    pub context_window: Option<u64>,
     pub max_retries: u32,
     pub retry_base: Duration,
     pub request_timeout: Duration,
@@ -234,6 +258,14 @@ impl RunConfig {
         for (key, v) in [
             ("model.price_in", self.model.price_in),
             ("model.price_out", self.model.price_out),
+            (
+                "model.price_cached_in",
+                self.model.price_cached_in.unwrap_or(0.0),
+            ),
+            (
+                "model.price_cache_write",
+                self.model.price_cache_write.unwrap_or(0.0),
+            ),
         ] {
             if !v.is_finite() || !(0.0..=MAX_PRICE).contains(&v) {
                 return Err(bad(key, format!("must be a number from 0 to {MAX_PRICE}")));
@@ -248,6 +280,22 @@ impl RunConfig {
         }
         if self.limits.max_format_errors == 0 {
             return Err(bad("limits.max_format_errors", "must be at least 1"));
+        }
+        if let Some(budget) = self.model.thinking_budget {
+            if budget < 1024 {
+                return Err(bad("model.thinking_budget", "must be at least 1024 tokens"));
+            }
+            if self
+                .model
+                .max_output_tokens
+                .is_some_and(|max| max <= budget)
+            {
+                return Err(bad(
+                    "model.thinking_budget",
+                    "must be less than model.max_output_tokens (the reply's limit counts the \
+                     thinking)",
+                ));
+            }
         }
         if self.model.request_timeout.is_zero() {
             return Err(bad("model.request_timeout_s", "must be at least 1"));
@@ -302,8 +350,16 @@ impl RunConfig {
                 api_key_env: s.api_key_env.clone(),
                 price_in: s.price_in.unwrap_or(0.0),
                 price_out: s.price_out.unwrap_or(0.0),
+                price_cached_in: s.price_cached_in,
+                price_cache_write: s.price_cache_write,
+                // A log of before unknown prices recorded 0 for them.
+                price_known: s.price_in.is_some() || s.price_out.is_some(),
                 script: s.script.as_ref().map(PathBuf::from),
                 stream: s.stream,
+                max_output_tokens: s.max_output_tokens,
+                reasoning_effort: s.reasoning_effort,
+                thinking_budget: s.thinking_budget,
+                context_window: s.context_window,
                 max_retries: s.max_retries.unwrap_or(5),
                 retry_base: Duration::from_millis(s.retry_base_ms.unwrap_or(500)),
                 request_timeout: Duration::from_secs(s.request_timeout_s.unwrap_or(300)),
@@ -346,25 +402,60 @@ impl RunConfig {
 
     /// What `run.started` records of this config (never a secret: only the
     /// name of the key's variable).
-    /// A warning for a cost limit that can never trigger: no prices.
-    pub fn cost_warning(&self) -> Option<String> {
+    /// Why a cost limit is refused: it could never trigger, no price being
+    /// known.
+    pub fn cost_refusal(&self) -> Option<String> {
         let m = &self.model;
-        (self.limits.max_cost_usd.is_some() && m.price_in == 0.0 && m.price_out == 0.0).then(|| {
+        (self.limits.max_cost_usd.is_some() && !m.price_known).then(|| {
             format!(
-                "warning: --max-cost is set but no prices are known for model {:?}, so the cost \
-                 stays $0 and the limit can never stop the run; give --price-in and --price-out \
-                 (USD per million tokens)",
+                "--max-cost needs a price, and none is known for model {:?}: give --price-in \
+                 and --price-out (USD per million tokens; --price-cached-in and \
+                 --price-cache-write for cached input)",
                 m.name
             )
         })
+    }
+
+    /// The cost of `usage` at this run's prices, per kind of token.
+    pub fn cost_of(&self, usage: &Usage) -> f64 {
+        let m = &self.model;
+        let per = |n: u64, price: f64| n as f64 * price;
+        (per(usage.input_tokens, m.price_in)
+            + per(usage.output_tokens, m.price_out)
+            + per(
+                usage.cached_input_tokens,
+                m.price_cached_in.unwrap_or(m.price_in),
+            )
+            + per(
+                usage.cache_write_tokens,
+                m.price_cache_write.unwrap_or(m.price_in),
+            ))
+            / 1_000_000.0
+    }
+
+    /// The model's context window: the one set or known, else
+    /// [`DEFAULT_CONTEXT_WINDOW`].
+    pub fn context_window(&self) -> u64 {
+        self.model.context_window.unwrap_or(DEFAULT_CONTEXT_WINDOW)
+    }
+
+    /// `$0.0123`, or `$?` when the price is unknown.
+    pub fn cost_text(&self, usd: f64) -> String {
+        if self.model.price_known {
+            format!("${usd:.4}")
+        } else {
+            "$?".to_string()
+        }
     }
 
     pub fn settings(&self) -> RunSettings {
         let m = &self.model;
         RunSettings {
             api_key_env: m.api_key_env.clone(),
-            price_in: Some(m.price_in),
-            price_out: Some(m.price_out),
+            price_in: m.price_known.then_some(m.price_in),
+            price_out: m.price_known.then_some(m.price_out),
+            price_cached_in: m.price_cached_in,
+            price_cache_write: m.price_cache_write,
             script: m.script.as_ref().map(|p| p.display().to_string()),
             cwd: self.workspace.display().to_string(),
             plan_file: self.plan_file.as_ref().map(|p| p.display().to_string()),
@@ -385,6 +476,10 @@ impl RunConfig {
             image: (self.env == EnvKind::Container).then(|| self.container.image.clone()),
             container: None,
             stream: m.stream,
+            max_output_tokens: m.max_output_tokens,
+            reasoning_effort: m.reasoning_effort,
+            thinking_budget: m.thinking_budget,
+            context_window: m.context_window,
             max_retries: Some(m.max_retries),
             retry_base_ms: Some(u64::try_from(m.retry_base.as_millis()).unwrap_or(u64::MAX)),
             request_timeout_s: Some(m.request_timeout.as_secs()),

@@ -146,10 +146,23 @@ fn header(r: &Report, out: &mut dyn Write) -> io::Result<()> {
         out,
         "usage",
         &format!(
-            "{} in / {} out tokens, ${:.4}",
+            "{} in{} / {} out tokens, {}",
             group(r.usage.input_tokens),
+            if r.usage.cached_input_tokens + r.usage.cache_write_tokens > 0 {
+                format!(
+                    " (+{} cached, +{} written to the cache)",
+                    group(r.usage.cached_input_tokens),
+                    group(r.usage.cache_write_tokens)
+                )
+            } else {
+                String::new()
+            },
             group(r.usage.output_tokens),
-            r.usage.cost_usd
+            if r.usage.cost_known {
+                format!("${:.4}", r.usage.cost_usd)
+            } else {
+                "$?".to_string()
+            }
         ),
     )?;
     if r.context_tokens > 0 {

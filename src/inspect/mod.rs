@@ -87,7 +87,13 @@ pub struct ProcessJson {
 pub struct UsageJson {
     pub input_tokens: u64,
     pub output_tokens: u64,
+    pub cached_input_tokens: u64,
+    pub cache_write_tokens: u64,
+    pub reasoning_tokens: u64,
     pub cost_usd: f64,
+    /// False when the run has no price and counted no cost: `cost_usd` is
+    /// then no cost (shown as `$?`).
+    pub cost_known: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -533,7 +539,16 @@ impl Report {
             usage: UsageJson {
                 input_tokens: state.usage.input_tokens,
                 output_tokens: state.usage.output_tokens,
+                cached_input_tokens: state.usage.cached_input_tokens,
+                cache_write_tokens: state.usage.cache_write_tokens,
+                reasoning_tokens: state.usage.reasoning_tokens,
                 cost_usd: state.cost_usd,
+                // A cost was counted, or a price given (a log of before
+                // unknown prices always recorded one).
+                cost_known: state.cost_usd > 0.0
+                    || run.is_none_or(|r| {
+                        r.settings.price_in.is_some() || r.settings.price_out.is_some()
+                    }),
             },
             snapshot,
             messages: summary.messages,

@@ -7,8 +7,8 @@ use super::parts::{
 use super::request::RunArgs;
 use crate::agent::{Agent, AgentParts, prompt};
 use crate::config::{
-    ApprovalSettings, Config, ContainerSettings, DEFAULT_COMPACT_AT, DEFAULT_KEEP_RECENT,
-    DEFAULT_SNAPSHOT_EVERY, EnvKind, HOST_IMAGE, ModelSettings, ProviderKind, RunConfig,
+    ApprovalSettings, Config, ContainerSettings, DEFAULT_KEEP_RECENT, DEFAULT_SNAPSHOT_EVERY,
+    EnvKind, HOST_IMAGE, ModelSettings, ProviderKind, RunConfig,
 };
 use crate::event::{Event, Limits, RunStarted, SCHEMA_VERSION};
 use crate::exec::ExecEnv;
@@ -73,6 +73,17 @@ pub fn resolve(args: &RunArgs, file: &Config) -> Result<RunConfig, LaunchError> 
         .or_else(|| provider.base_url_from_env());
     // Prices the person did not give, for a known model at its provider.
     let listed = crate::config::prices::known(provider, &name, base_url.as_deref());
+    let listed_name = name.clone();
+    // Given, else known, else what a local server says of itself.
+    let context_window = args
+        .context_window
+        .or(m.context_window)
+        .or_else(|| crate::config::prices::context_window(provider, &listed_name))
+        .or_else(|| {
+            base_url
+                .as_deref()
+                .and_then(crate::model::server_context_window)
+        });
     let config = RunConfig {
         model: ModelSettings {
             provider,
@@ -84,15 +95,40 @@ pub fn resolve(args: &RunArgs, file: &Config) -> Result<RunConfig, LaunchError> 
             price_in: args
                 .price_in
                 .or(m.price_in)
-                .or(listed.map(|p| p.0))
+                .or(listed.map(|p| p.input))
                 .unwrap_or(0.0),
             price_out: args
                 .price_out
                 .or(m.price_out)
-                .or(listed.map(|p| p.1))
+                .or(listed.map(|p| p.output))
                 .unwrap_or(0.0),
+            price_cached_in: args
+                .price_cached_in
+                .or(m.price_cached_in)
+                .or(listed.map(|p| p.cached_input)),
+            price_cache_write: args
+                .price_cache_write
+                .or(m.price_cache_write)
+                .or(listed.map(|p| p.cache_write)),
+            price_known: listed.is_some()
+                || args.price_in.or(m.price_in).is_some()
+                || args.price_out.or(m.price_out).is_some(),
             script,
             stream: args.stream || m.stream.unwrap_or(false),
+            max_output_tokens: args
+                .max_output_tokens
+                .or(m.max_output_tokens)
+                .or_else(|| crate::config::prices::max_output(provider, &listed_name)),
+            reasoning_effort: match args.reasoning_effort {
+                Some(e) => Some(e),
+                None => m
+                    .reasoning_effort
+                    .as_deref()
+                    .map(|v| crate::config::parse_enum("model.reasoning_effort", v))
+                    .transpose()?,
+            },
+            thinking_budget: args.thinking_budget.or(m.thinking_budget),
+            context_window,
             max_retries: m.max_retries.unwrap_or(5),
             retry_base: ms(m.retry_base_ms, Duration::from_millis(500)),
             request_timeout: Duration::from_secs(
@@ -117,7 +153,11 @@ pub fn resolve(args: &RunArgs, file: &Config) -> Result<RunConfig, LaunchError> 
         compact_at: args
             .compact_at
             .or(file.compaction.threshold_tokens)
-            .unwrap_or(DEFAULT_COMPACT_AT),
+            .unwrap_or_else(|| {
+                crate::config::compact_at_for(
+                    context_window.unwrap_or(crate::config::DEFAULT_CONTEXT_WINDOW),
+                )
+            }),
         keep_recent: file.compaction.keep_recent.unwrap_or(DEFAULT_KEEP_RECENT),
         snapshot_every: args
             .snapshot_every
@@ -204,7 +244,9 @@ pub fn new_run(args: &RunArgs, config: RunConfig, file: Config) -> Result<RunPla
                 .join(", ")
         ));
     }
-    notes.extend(config.cost_warning());
+    if let Some(why) = config.cost_refusal() {
+        return Err(LaunchError::refused(why));
+    }
     let mut system_prompt =
         prompt::system_prompt(&workspace, config.read_only, config.plan_enabled);
     system_prompt.push_str(&instructions.prompt_section());

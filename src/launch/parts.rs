@@ -160,6 +160,16 @@ pub fn provider_for(config: &RunConfig) -> Result<Provider, LaunchError> {
     let m = &config.model;
     let key_env = m.api_key_env.as_deref();
     let api_key = api_key(m.provider, key_env);
+    let public = m.base_url.is_none()
+        && matches!(m.provider, ProviderKind::OpenAi | ProviderKind::Responses);
+    if public && api_key.is_none() {
+        return Err(LaunchError::refused(format!(
+            "provider {} at its public endpoint needs an API key in ${} (or name a local \
+             server with --base-url)",
+            m.provider,
+            key_env.unwrap_or(m.provider.default_key_env())
+        )));
+    }
     if m.provider == ProviderKind::Anthropic && api_key.is_none() {
         return Err(LaunchError::refused(format!(
             "provider anthropic needs an API key in ${}",
@@ -173,6 +183,9 @@ pub fn provider_for(config: &RunConfig) -> Result<Provider, LaunchError> {
         api_key,
         script: m.script.clone(),
         stream: m.stream,
+        max_output_tokens: m.max_output_tokens,
+        reasoning_effort: m.reasoning_effort,
+        thinking_budget: m.thinking_budget,
         request_timeout: m.request_timeout,
         max_retries: m.max_retries,
         retry_base: m.retry_base,

@@ -80,6 +80,14 @@ pub struct RunOptions {
     /// USD per million output tokens (default: model.price_out, else 0).
     #[arg(long)]
     pub price_out: Option<f64>,
+    /// USD per million input tokens read from the prompt cache (default:
+    /// model.price_cached_in, else the built-in table, else --price-in).
+    #[arg(long)]
+    pub price_cached_in: Option<f64>,
+    /// USD per million input tokens written to the prompt cache (default:
+    /// model.price_cache_write, else the built-in table, else --price-in).
+    #[arg(long)]
+    pub price_cache_write: Option<f64>,
     /// Enable the update_plan tool and the plan pinned in every request
     /// (default: plan.enabled, else off).
     #[arg(long)]
@@ -92,10 +100,6 @@ pub struct RunOptions {
     /// commands.
     #[arg(long)]
     pub read_only: bool,
-    /// Compact the history when the request would exceed this many tokens
-    /// (default: compaction.threshold_tokens, else 96000).
-    #[arg(long)]
-    pub compact_at: Option<u64>,
     /// Records between background snapshots of the run's state (default:
     /// wal.snapshot_every, else 1000).
     #[arg(long)]
@@ -108,6 +112,26 @@ pub struct RunOptions {
     /// model.stream, else off).
     #[arg(long)]
     pub stream: bool,
+    /// Most tokens one reply may have (default: model.max_output_tokens,
+    /// else the built-in table for known models, else the server's own
+    /// limit; Anthropic, which needs one, 8192).
+    #[arg(long, value_name = "TOKENS")]
+    pub max_output_tokens: Option<u32>,
+    /// How hard a reasoning model thinks: sent as Chat Completions'
+    /// `reasoning_effort` and the Responses API's `reasoning.effort`
+    /// (default: model.reasoning_effort, else the server's default).
+    #[arg(long, value_name = "EFFORT")]
+    pub reasoning_effort: Option<crate::kinds::ReasoningEffort>,
+    /// Tokens an Anthropic model may think for before it answers: extended
+    /// thinking on, `thinking.budget_tokens` (default:
+    /// model.thinking_budget, else thinking off).
+    #[arg(long, value_name = "TOKENS")]
+    pub thinking_budget: Option<u32>,
+    /// The model's context window in tokens; the compaction threshold
+    /// defaults to 80% of it (default: model.context_window, else the
+    /// built-in table, else 128000).
+    #[arg(long, value_name = "TOKENS")]
+    pub context_window: Option<u64>,
     /// Leave the AGENTS.md files of the workspace and its repository out of
     /// the system prompt.
     #[arg(long)]
@@ -150,6 +174,12 @@ pub struct SessionFlags {
     /// model.request_timeout_s, else 300; on resume: the log's).
     #[arg(long, value_name = "SECONDS")]
     pub timeout: Option<u64>,
+    /// Compact the model view when the request would exceed this many
+    /// tokens (default: compaction.threshold_tokens, else 80% of the
+    /// context window; on resume: what the run had, and a new value is
+    /// recorded in the `resume` record for the rest of the run).
+    #[arg(long, value_name = "TOKENS")]
+    pub compact_at: Option<u64>,
     /// Workspace the tools act in (default: the current directory). On
     /// resume a log works where it ran (--cwd may only repeat it); a
     /// trajectory that names a workspace needs --cwd to say where to work;

@@ -292,7 +292,17 @@ pub fn open(args: &ResumeArgs, chat: bool) -> Result<super::Opened, LaunchError>
         tools_for(&first, &McpServers::default())?;
     }
     confirm_workspace(&mut source, &mut first, args)?;
-    let config = config_for(&first, args, &local)?;
+    let mut config = config_for(&first, args, &local)?;
+    // The model client (a key for the endpoint) and a cost limit (a known
+    // price) are checked before anything is written too.
+    let provider = provider_for(&config)?;
+    if args.max_cost.is_some() {
+        let mut limited = config.clone();
+        limited.limits.max_cost_usd = args.max_cost;
+        if let Some(why) = limited.cost_refusal() {
+            return Err(LaunchError::refused(why));
+        }
+    }
     // A restore intent beside the log is checked against the log's record
     // and this workspace before anything is done.
     let pending_restore = match &source {
@@ -358,6 +368,10 @@ pub fn open(args: &ResumeArgs, chat: bool) -> Result<super::Opened, LaunchError>
             wal.display()
         )));
     }
+    // `--compact-at` now, else what an earlier resume set.
+    if let Some(n) = args.compact_at.or(store.state().compact_at) {
+        config.compact_at = n;
+    }
     let stopped = crate::agent::resume::stop_leftovers(store.state(), None);
     let mut out = Output::new(args.json);
     out.set_color(args.color.on());
@@ -375,14 +389,6 @@ pub fn open(args: &ResumeArgs, chat: bool) -> Result<super::Opened, LaunchError>
         _ => None,
     };
     let limits = new_limits(&store.state().limits, args);
-    let provider = provider_for(&config)?;
-    if args.max_cost.is_some() {
-        let mut limited = config.clone();
-        limited.limits.max_cost_usd = args.max_cost;
-        if let Some(w) = limited.cost_warning() {
-            crate::report::err_line(&w);
-        }
-    }
     let key_var = super::parts::key_var(&config).to_string();
     if let (Some(url), Ok(home)) = (&args.provider.base_url, super::parts::home())
         && let Err(e) = super::endpoints::remember(&home, url)
@@ -422,6 +428,7 @@ pub fn open(args: &ResumeArgs, chat: bool) -> Result<super::Opened, LaunchError>
         message: args.message.clone(),
         signal,
         stopped,
+        compact_at: args.compact_at,
     })?;
     Ok(super::Opened::Running(Box::new(super::Running {
         agent,

@@ -1,17 +1,21 @@
-//! The Anthropic Messages API client (non-streaming): the system prompt goes
+//! The Anthropic Messages API client (plain JSON, or SSE with `--stream`,
+//! see [`super::anthropic_stream`]): the system prompt goes
 //! top-level, tool calls become `tool_use` blocks and results `tool_result`
 //! blocks in user messages, consecutive same-role messages are merged.
 
-use super::error::ModelError;
-use super::http::{Backoff, Endpoint, build_client, checked_base_url, exchange_json};
+use super::anthropic_stream::MessageStream;
+use super::error::{ModelError, from_reqwest};
+use super::http::{Backoff, Endpoint, build_client, checked_base_url, exchange_json, send};
+use super::sse::SseDecoder;
 use super::{Encoded, ModelReply, ModelRequest, ProviderConfig, Purpose};
-use crate::event::{Message, Role, ToolCall, Usage};
+use crate::event::{Message, Native, Role, StopReason, ToolCall, Usage};
 use serde_json::{Value, json};
 
 /// API version header value.
 const ANTHROPIC_VERSION: &str = "2023-06-01";
-/// `max_tokens` sent with every request.
-pub const ANTHROPIC_MAX_TOKENS: u32 = 8192;
+/// `max_tokens` sent when neither the config nor the model table gives one
+/// (the API requires the member).
+pub const ANTHROPIC_DEFAULT_MAX_TOKENS: u32 = 8192;
 
 /// Client for `POST {base_url}/v1/messages`.
 #[derive(Debug)]
@@ -49,7 +53,22 @@ impl AnthropicProvider {
     }
 
     pub(crate) fn encode(&self, req: &ModelRequest) -> Encoded {
-        Encoded::json(&request_body(&self.cfg.model, req))
+        let budget = self.cfg.thinking_budget;
+        // The reply's limit counts the thinking: without one given, room
+        // for the budget and an answer.
+        let max = self.cfg.max_output_tokens.unwrap_or_else(|| {
+            budget.map_or(ANTHROPIC_DEFAULT_MAX_TOKENS, |b| {
+                b.saturating_add(ANTHROPIC_DEFAULT_MAX_TOKENS)
+            })
+        });
+        let mut body = request_body(&self.cfg.model, req, max);
+        if self.cfg.stream {
+            body["stream"] = json!(true);
+        }
+        if let Some(b) = budget {
+            body["thinking"] = json!({"type": "enabled", "budget_tokens": b});
+        }
+        Encoded::json(&body)
     }
 
     pub(crate) async fn complete(
@@ -60,26 +79,66 @@ impl AnthropicProvider {
     ) -> Result<ModelReply, ModelError> {
         let mut backoff = Backoff::new(&self.cfg);
         loop {
-            let attempt =
-                match exchange_json(&self.cfg, self.endpoint.post(&self.client, body)).await {
+            let attempt = if self.cfg.stream {
+                match self.streamed(body, on_text).await {
                     Ok(v) => parse_response(&v, req.step),
                     Err(e) => Err(e),
-                };
-            match attempt {
-                Ok(reply) => {
-                    if !reply.message.content.is_empty() {
-                        on_text(&reply.message.content);
-                    }
-                    return Ok(reply);
                 }
+            } else {
+                match exchange_json(&self.cfg, self.endpoint.post(&self.client, body)).await {
+                    Ok(v) => parse_response(&v, req.step).inspect(|reply| {
+                        if !reply.message.content.is_empty() {
+                            on_text(&reply.message.content);
+                        }
+                    }),
+                    Err(e) => Err(e),
+                }
+            };
+            match attempt {
+                Ok(reply) => return Ok(reply),
                 Err(e) => backoff.failed(e).await?,
+            }
+        }
+    }
+
+    /// One streamed attempt: the message as a non-streaming body.
+    async fn streamed(
+        &self,
+        body: &Encoded,
+        on_text: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<Value, ModelError> {
+        let timeout = self.cfg.request_timeout;
+        let key = self.cfg.api_key.as_deref();
+        let request = self.endpoint.post(&self.client, body);
+        let mut response = tokio::time::timeout(timeout, send(&self.cfg, request))
+            .await
+            .map_err(|_| ModelError::Timeout(timeout))??;
+        let mut decoder = SseDecoder::default();
+        let mut message = MessageStream::default();
+        loop {
+            let next = tokio::time::timeout(timeout, response.chunk())
+                .await
+                .map_err(|_| ModelError::Timeout(timeout))?
+                .map_err(|e| from_reqwest(&e, timeout, key))?;
+            let ended = next.is_none();
+            let events = match next {
+                Some(chunk) => decoder.push(&chunk),
+                None => decoder.finish().into_iter().collect(),
+            };
+            for data in events {
+                if message.push(&data, on_text)? {
+                    return message.finish();
+                }
+            }
+            if ended {
+                return message.finish();
             }
         }
     }
 }
 
 /// The request body.
-pub(crate) fn request_body(model: &str, req: &ModelRequest) -> Value {
+pub(crate) fn request_body(model: &str, req: &ModelRequest, max_tokens: u32) -> Value {
     let system: Vec<&str> = req
         .messages
         .iter()
@@ -103,7 +162,7 @@ pub(crate) fn request_body(model: &str, req: &ModelRequest) -> Value {
         .collect();
     let mut body = json!({
         "model": model,
-        "max_tokens": ANTHROPIC_MAX_TOKENS,
+        "max_tokens": max_tokens,
         "messages": messages,
     });
     if !system.is_empty() {
@@ -139,6 +198,17 @@ fn blocks_of(m: &Message) -> (&'static str, Vec<Value>) {
             ("user", blocks)
         }
         Role::Assistant => {
+            // Thinking first, as received: the API checks its signature.
+            if let Some(native) = Native::of(m, Native::ANTHROPIC) {
+                blocks.extend(
+                    native["content"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter(|b| is_thinking(b))
+                        .cloned(),
+                );
+            }
             if !m.content.is_empty() {
                 blocks.push(json!({"type": "text", "text": m.content}));
             }
@@ -149,6 +219,14 @@ fn blocks_of(m: &Message) -> (&'static str, Vec<Value>) {
             ("assistant", blocks)
         }
     }
+}
+
+/// A `thinking` or `redacted_thinking` block.
+fn is_thinking(block: &Value) -> bool {
+    matches!(
+        block.get("type").and_then(Value::as_str),
+        Some("thinking" | "redacted_thinking")
+    )
 }
 
 /// `tool_use.input` must be an object: malformed arguments are carried as
@@ -202,14 +280,29 @@ pub(crate) fn parse_response(v: &Value, step: u64) -> Result<ModelReply, ModelEr
             .and_then(Value::as_u64)
             .unwrap_or(0)
     };
+    let raw = v.get("stop_reason").and_then(Value::as_str);
+    let mut message = Message::assistant(text, calls);
+    if blocks.iter().any(is_thinking) {
+        message.native = Some(json!({"api": Native::ANTHROPIC, "content": blocks}));
+    }
+    let stop = match raw {
+        Some("max_tokens" | "model_context_window_exceeded") => StopReason::MaxTokens,
+        Some("refusal") => StopReason::Refusal,
+        Some("pause_turn") => StopReason::Pause,
+        Some("tool_use") => StopReason::ToolCalls,
+        _ => super::natural_stop(&message),
+    };
     Ok(ModelReply {
-        message: Message::assistant(text, calls),
+        message,
         usage: Usage {
-            input_tokens: n("input_tokens")
-                + n("cache_read_input_tokens")
-                + n("cache_creation_input_tokens"),
+            input_tokens: n("input_tokens"),
             output_tokens: n("output_tokens"),
+            cached_input_tokens: n("cache_read_input_tokens"),
+            cache_write_tokens: n("cache_creation_input_tokens"),
+            reasoning_tokens: 0,
         },
+        stop_reason: stop,
+        stop_reason_raw: raw.map(str::to_string),
     })
 }
 
@@ -252,12 +345,12 @@ mod tests {
             purpose: Purpose::Step,
             step: 3,
         };
-        let body = request_body("claude", &req);
+        let body = request_body("claude", &req, 1234);
         assert_eq!(
             body,
             json!({
                 "model": "claude",
-                "max_tokens": ANTHROPIC_MAX_TOKENS,
+                "max_tokens": 1234,
                 "system": "sys",
                 "tools": [{"name": "bash", "description": "run", "input_schema": {"type": "object"}}],
                 "messages": [
@@ -299,7 +392,8 @@ mod tests {
             reply.usage,
             Usage {
                 input_tokens: 10,
-                output_tokens: 4
+                output_tokens: 4,
+                ..Usage::default()
             }
         );
     }

@@ -133,6 +133,39 @@ impl ModelError {
         }
     }
 
+    /// The connection was refused: nothing listens at the address.
+    pub fn is_refused(&self) -> bool {
+        match self {
+            ModelError::Transport(text) => text.to_ascii_lowercase().contains("connection refused"),
+            ModelError::Exhausted { last, .. } => last.is_refused(),
+            _ => false,
+        }
+    }
+
+    /// The request did not fit the model's context window: OpenAI's
+    /// `context_length_exceeded`, Anthropic's "prompt is too long",
+    /// llama.cpp's "exceeds the available context size" (and vLLM's and
+    /// Ollama's words for it), as a status or inside a stream.
+    pub fn is_context_overflow(&self) -> bool {
+        let text = match self {
+            ModelError::Status { status, body, .. } if (400..500).contains(status) => body,
+            ModelError::BadResponse(text) => text,
+            ModelError::Exhausted { last, .. } => return last.is_context_overflow(),
+            _ => return false,
+        };
+        let text = text.to_ascii_lowercase();
+        [
+            "context_length_exceeded",
+            "prompt is too long",
+            "exceeds the available context size",
+            "maximum context length",
+            "context window",
+            "too many tokens",
+        ]
+        .iter()
+        .any(|words| text.contains(words))
+    }
+
     /// The server's requested wait, if any.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
@@ -207,6 +240,34 @@ mod tests {
         assert!(!st(404).is_retryable());
         assert!(ModelError::Timeout(Duration::from_secs(1)).is_retryable());
         assert!(!ModelError::BadResponse("x".into()).is_retryable());
+    }
+
+    #[test]
+    fn context_overflow_in_each_servers_words() {
+        let st = |status, body: &str| ModelError::Status {
+            status,
+            body: body.into(),
+            retry_after: None,
+        };
+        assert!(st(400, r#"{"error":{"code":"context_length_exceeded"}}"#).is_context_overflow());
+        assert!(
+            st(400, "prompt is too long: 210000 tokens > 200000 maximum").is_context_overflow()
+        );
+        assert!(
+            st(
+                400,
+                "request (935 tokens) exceeds the available context size (256 tokens)"
+            )
+            .is_context_overflow()
+        );
+        assert!(
+            ModelError::BadResponse(
+                r#"server reported an error: {"code":"context_length_exceeded"}"#.into()
+            )
+            .is_context_overflow()
+        );
+        assert!(!st(500, "prompt is too long").is_context_overflow());
+        assert!(!st(400, "bad key").is_context_overflow());
     }
 
     #[test]

@@ -110,15 +110,25 @@ impl Endpoint {
     }
 }
 
+/// How long a refused connection is retried, in all: nothing listens
+/// there, and a server that is starting is up within this.
+pub(crate) const MAX_REFUSED_RETRY: Duration = Duration::from_secs(5);
+
 /// Counts attempts and sleeps between them.
 pub(crate) struct Backoff<'a> {
     cfg: &'a ProviderConfig,
     attempts: u32,
+    /// When the first attempt failed.
+    first_failure: Option<std::time::Instant>,
 }
 
 impl<'a> Backoff<'a> {
     pub(crate) fn new(cfg: &'a ProviderConfig) -> Self {
-        Backoff { cfg, attempts: 0 }
+        Backoff {
+            cfg,
+            attempts: 0,
+            first_failure: None,
+        }
     }
 
     /// Records a failed attempt. Returns `Ok` after sleeping when another
@@ -134,7 +144,20 @@ impl<'a> Backoff<'a> {
                 last: Box::new(err),
             });
         }
-        let delay = backoff_delay(self.cfg.retry_base, self.attempts, err.retry_after());
+        let mut delay = backoff_delay(self.cfg.retry_base, self.attempts, err.retry_after());
+        let since = *self
+            .first_failure
+            .get_or_insert_with(std::time::Instant::now);
+        if err.is_refused() {
+            let left = MAX_REFUSED_RETRY.saturating_sub(since.elapsed());
+            if left.is_zero() {
+                return Err(ModelError::Exhausted {
+                    attempts: self.attempts,
+                    last: Box::new(err),
+                });
+            }
+            delay = delay.min(left);
+        }
         if let Some(notice) = &self.cfg.on_retry {
             notice(&format!(
                 "retrying in {} ({}, attempt {} of {})",
@@ -176,17 +199,26 @@ pub(crate) fn backoff_delay(base: Duration, retry: u32, retry_after: Option<Dura
     half + Duration::from_millis(fastrand::u64(0..=jitter_ms))
 }
 
-/// `Retry-After` in whole (or decimal) seconds; HTTP dates are ignored.
+/// `Retry-After` in whole (or decimal) seconds, or as an HTTP date (the
+/// wait until then; none for a date past).
 pub(crate) fn parse_retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
     let value = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?;
-    let secs: f64 = value.trim().parse().ok()?;
-    if secs.is_finite() && secs >= 0.0 {
-        Some(Duration::from_secs_f64(
-            secs.min(MAX_RETRY_AFTER.as_secs_f64()),
-        ))
-    } else {
-        None
-    }
+    retry_after_at(value.trim(), std::time::SystemTime::now())
+}
+
+/// [`parse_retry_after`] of one value, at `now`.
+fn retry_after_at(value: &str, now: std::time::SystemTime) -> Option<Duration> {
+    let wait = match value.parse::<f64>() {
+        Ok(secs) if secs.is_finite() && secs >= 0.0 => {
+            Duration::from_secs_f64(secs.min(MAX_RETRY_AFTER.as_secs_f64()))
+        }
+        Ok(_) => return None,
+        Err(_) => httpdate::parse_http_date(value)
+            .ok()?
+            .duration_since(now)
+            .unwrap_or(Duration::ZERO),
+    };
+    Some(wait.min(MAX_RETRY_AFTER))
 }
 
 /// Sends one attempt and turns a non-success status into an error (reading
@@ -325,15 +357,26 @@ mod tests {
     }
 
     #[test]
-    fn retry_after_parses_seconds_only() {
+    fn retry_after_parses_seconds_and_http_dates() {
         let mut h = reqwest::header::HeaderMap::new();
         assert_eq!(parse_retry_after(&h), None);
         h.insert(reqwest::header::RETRY_AFTER, "3".parse().unwrap());
         assert_eq!(parse_retry_after(&h), Some(Duration::from_secs(3)));
-        h.insert(
-            reqwest::header::RETRY_AFTER,
-            "Wed, 21 Oct 2015 07:28:00 GMT".parse().unwrap(),
+        let now = httpdate::parse_http_date("Wed, 21 Oct 2015 07:28:00 GMT").unwrap();
+        assert_eq!(
+            retry_after_at("Wed, 21 Oct 2015 07:28:07 GMT", now),
+            Some(Duration::from_secs(7))
         );
-        assert_eq!(parse_retry_after(&h), None);
+        // A date past: no wait; far ahead: the cap.
+        assert_eq!(
+            retry_after_at("Wed, 21 Oct 2015 07:27:00 GMT", now),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(
+            retry_after_at("Thu, 22 Oct 2015 07:28:00 GMT", now),
+            Some(MAX_RETRY_AFTER)
+        );
+        assert_eq!(retry_after_at("soon", now), None);
+        assert_eq!(retry_after_at("-1", now), None);
     }
 }

@@ -1,7 +1,8 @@
-//! Model providers: an OpenAI-compatible Chat Completions client, an
-//! Anthropic Messages client and an offline script, behind one enum.
+//! Model providers: an OpenAI-compatible Chat Completions client, an OpenAI
+//! Responses client, an Anthropic Messages client and an offline script,
+//! behind one enum.
 
-use crate::event::{Message, Usage};
+use crate::event::{Message, StopReason, Usage};
 use crate::tools::ToolSpec;
 
 /// Why a request is made.
@@ -71,19 +72,51 @@ pub struct ModelReply {
     /// Role assistant, with content and tool calls (raw argument strings).
     pub message: Message,
     pub usage: Usage,
+    /// Why the model stopped, in tinyagent's words.
+    pub stop_reason: StopReason,
+    /// The server's own word for it, when it gave one.
+    pub stop_reason_raw: Option<String>,
+}
+
+impl ModelReply {
+    /// A reply that ended its turn normally: `tool_calls` when it made
+    /// calls, `end_turn` otherwise (the script provider's, and a server's
+    /// that says nothing).
+    pub fn finished(message: Message, usage: Usage) -> ModelReply {
+        ModelReply {
+            stop_reason: natural_stop(&message),
+            message,
+            usage,
+            stop_reason_raw: None,
+        }
+    }
+}
+
+/// `tool_calls` for a message with calls, `end_turn` otherwise.
+pub(crate) fn natural_stop(message: &Message) -> StopReason {
+    if message.tool_calls.is_empty() {
+        StopReason::EndTurn
+    } else {
+        StopReason::ToolCalls
+    }
 }
 
 mod anthropic;
+mod anthropic_stream;
 mod error;
 mod http;
 mod openai;
+mod props;
+mod responses;
 mod script;
 mod sse;
 mod wire;
 
-pub use anthropic::AnthropicProvider;
+pub use anthropic::{ANTHROPIC_DEFAULT_MAX_TOKENS, AnthropicProvider};
 pub use error::ModelError;
 pub use openai::OpenAiProvider;
+pub use props::server_context_window;
+pub use responses::ResponsesProvider;
 pub use script::ScriptProvider;
 
 use std::fmt;
@@ -109,8 +142,16 @@ pub struct ProviderConfig {
     pub api_key: Option<String>,
     /// Script file for [`ProviderKind::Script`].
     pub script: Option<PathBuf>,
-    /// Ask for server-sent events (OpenAI-compatible only; Anthropic ignores it).
+    /// Ask for server-sent events.
     pub stream: bool,
+    /// Most tokens one reply may have: Anthropic's `max_tokens` (which
+    /// must be sent: [`ANTHROPIC_DEFAULT_MAX_TOKENS`] when `None`).
+    pub max_output_tokens: Option<u32>,
+    /// Chat Completions' `reasoning_effort`, the Responses API's
+    /// `reasoning.effort`.
+    pub reasoning_effort: Option<crate::kinds::ReasoningEffort>,
+    /// Anthropic extended thinking: `thinking.budget_tokens`.
+    pub thinking_budget: Option<u32>,
     /// Limit for one attempt (for streams: for the headers and for each gap
     /// between chunks).
     pub request_timeout: Duration,
@@ -137,6 +178,9 @@ impl ProviderConfig {
             api_key: None,
             script: None,
             stream: false,
+            max_output_tokens: None,
+            reasoning_effort: None,
+            thinking_budget: None,
             request_timeout: Duration::from_secs(300),
             max_retries: 5,
             retry_base: Duration::from_millis(500),
@@ -148,7 +192,7 @@ impl ProviderConfig {
     /// the script provider.
     pub fn effective_base_url(&self) -> Option<String> {
         let default = match self.provider {
-            ProviderKind::OpenAi => OPENAI_DEFAULT_BASE_URL,
+            ProviderKind::OpenAi | ProviderKind::Responses => OPENAI_DEFAULT_BASE_URL,
             ProviderKind::Anthropic => ANTHROPIC_DEFAULT_BASE_URL,
             ProviderKind::Script => return None,
         };
@@ -166,6 +210,9 @@ impl fmt::Debug for ProviderConfig {
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .field("script", &self.script)
             .field("stream", &self.stream)
+            .field("max_output_tokens", &self.max_output_tokens)
+            .field("reasoning_effort", &self.reasoning_effort)
+            .field("thinking_budget", &self.thinking_budget)
             .field("request_timeout", &self.request_timeout)
             .field("max_retries", &self.max_retries)
             .field("retry_base", &self.retry_base)
@@ -179,6 +226,7 @@ impl fmt::Debug for ProviderConfig {
 pub enum Provider {
     OpenAi(OpenAiProvider),
     Anthropic(AnthropicProvider),
+    Responses(ResponsesProvider),
     Script(ScriptProvider),
 }
 
@@ -189,6 +237,7 @@ impl Provider {
         match cfg.provider {
             ProviderKind::OpenAi => Ok(Provider::OpenAi(OpenAiProvider::new(cfg)?)),
             ProviderKind::Anthropic => Ok(Provider::Anthropic(AnthropicProvider::new(cfg)?)),
+            ProviderKind::Responses => Ok(Provider::Responses(ResponsesProvider::new(cfg)?)),
             ProviderKind::Script => {
                 let path = cfg.script.as_ref().ok_or_else(|| {
                     ModelError::Config("the script provider needs a script file (--script)".into())
@@ -205,9 +254,10 @@ impl Provider {
         match self {
             Provider::OpenAi(p) => p.encode(req),
             Provider::Anthropic(p) => p.encode(req),
-            Provider::Script(_) => {
-                Encoded::from_shared(wire::WireCache::default().request_bytes("script", req, false))
-            }
+            Provider::Responses(p) => p.encode(req),
+            Provider::Script(_) => Encoded::from_shared(
+                wire::WireCache::default().request_bytes("script", req, false, None),
+            ),
         }
     }
 
@@ -238,6 +288,7 @@ impl Provider {
         match self {
             Provider::OpenAi(p) => p.complete(req, body, on_text).await,
             Provider::Anthropic(p) => p.complete(req, body, on_text).await,
+            Provider::Responses(p) => p.complete(req, body, on_text).await,
             Provider::Script(p) => p.complete(req, on_text).await,
         }
     }

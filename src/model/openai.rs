@@ -8,7 +8,7 @@ use super::http::{Backoff, Endpoint, build_client, checked_base_url, exchange, j
 use super::sse::SseDecoder;
 use super::wire::WireCache;
 use super::{Encoded, ModelReply, ModelRequest, ProviderConfig};
-use crate::event::{Message, ToolCall, Usage};
+use crate::event::{Message, StopReason, ToolCall, Usage};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -47,8 +47,15 @@ impl OpenAiProvider {
             self.wire
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .request_bytes(&self.cfg.model, req, self.cfg.stream),
+                .request_bytes(&self.cfg.model, req, self.cfg.stream, self.effort()),
         )
+    }
+
+    /// `reasoning_effort` as sent.
+    fn effort(&self) -> Option<&'static str> {
+        self.cfg
+            .reasoning_effort
+            .map(crate::kinds::ReasoningEffort::as_str)
     }
 
     pub(crate) async fn complete(
@@ -136,7 +143,7 @@ impl OpenAiProvider {
 /// The same JSON as [`WireCache::request_bytes`] sends, as a tree.
 #[cfg(test)]
 pub(crate) fn request_body(model: &str, req: &ModelRequest, stream: bool) -> Value {
-    super::wire::request_tree(model, req, stream)
+    super::wire::request_tree(model, req, stream, None)
 }
 
 /// A struct read from a JSON object only. serde would also read one from
@@ -191,6 +198,8 @@ struct Completion {
 #[derive(serde::Deserialize)]
 struct Choice {
     message: Obj<ChoiceMessage>,
+    #[serde(default)]
+    finish_reason: Option<Value>,
 }
 
 #[derive(serde::Deserialize)]
@@ -199,6 +208,10 @@ struct ChoiceMessage {
     content: Option<Value>,
     #[serde(default)]
     tool_calls: Option<Vec<Obj<CompletionCall>>>,
+    #[serde(default)]
+    refusal: Option<Value>,
+    #[serde(default)]
+    reasoning_content: Option<Value>,
 }
 
 #[derive(serde::Deserialize)]
@@ -221,6 +234,10 @@ struct CompletionUsage {
     prompt_tokens: Option<u64>,
     #[serde(default)]
     completion_tokens: Option<u64>,
+    #[serde(default)]
+    prompt_tokens_details: Option<Value>,
+    #[serde(default)]
+    completion_tokens_details: Option<Value>,
 }
 
 /// A non-streaming response of the usual shape ([`Completion`]) read with
@@ -232,8 +249,20 @@ fn typed_reply(body: &[u8], step: u64) -> Option<ModelReply> {
     if c.error.is_some() {
         return None;
     }
-    let msg = c.choices.into_iter().next()?.0.message.0;
+    let choice = c.choices.into_iter().next()?.0;
+    let finish = choice.finish_reason;
+    let msg = choice.message.0;
     let content = text_of(msg.content.as_ref()).ok()?;
+    let refusal = msg
+        .refusal
+        .as_ref()
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let reasoning = msg
+        .reasoning_content
+        .as_ref()
+        .and_then(Value::as_str)
+        .map(str::to_string);
     let tool_calls = msg
         .tool_calls
         .unwrap_or_default()
@@ -249,14 +278,67 @@ fn typed_reply(body: &[u8], step: u64) -> Option<ModelReply> {
             arguments: arguments_text(call.function.0.arguments.as_ref()),
         })
         .collect();
-    let usage = c.usage.map_or(Usage::default(), |Obj(u)| Usage {
-        input_tokens: u.prompt_tokens.unwrap_or(0),
-        output_tokens: u.completion_tokens.unwrap_or(0),
+    let usage = c.usage.map_or(Usage::default(), |Obj(u)| {
+        let detail = |d: &Option<Value>, k: &str| {
+            d.as_ref()
+                .and_then(|d| d.get(k))
+                .and_then(Value::as_u64)
+                .unwrap_or(0)
+        };
+        kinds(
+            u.prompt_tokens.unwrap_or(0),
+            u.completion_tokens.unwrap_or(0),
+            detail(&u.prompt_tokens_details, "cached_tokens"),
+            detail(&u.completion_tokens_details, "reasoning_tokens"),
+        )
     });
-    Some(ModelReply {
-        message: Message::assistant(content, tool_calls),
+    Some(reply_of(
+        with_reasoning(Message::assistant(content, tool_calls), reasoning),
         usage,
-    })
+        finish.as_ref().and_then(Value::as_str),
+        refusal,
+    ))
+}
+
+/// `message` with the server's `reasoning_content` kept as its native
+/// items (sent back on the assistant message), when there was any.
+fn with_reasoning(mut message: Message, reasoning: Option<String>) -> Message {
+    if let Some(r) = reasoning.filter(|r| !r.is_empty()) {
+        message.native = Some(serde_json::json!({
+            "api": crate::event::Native::CHAT,
+            "reasoning_content": r,
+        }));
+    }
+    message
+}
+
+/// The reply, with its stop reason read from `finish_reason` (`stop`,
+/// `tool_calls`, `length`, `content_filter`) and `refusal` (the text of a
+/// refusal, which then stands for the content).
+fn reply_of(
+    mut message: Message,
+    usage: Usage,
+    finish: Option<&str>,
+    refusal: Option<String>,
+) -> ModelReply {
+    let mut stop = match finish {
+        Some("length") => StopReason::MaxTokens,
+        Some("content_filter") => StopReason::ContentFilter,
+        Some("tool_calls" | "function_call") => StopReason::ToolCalls,
+        _ => super::natural_stop(&message),
+    };
+    if let Some(text) = refusal.filter(|r| !r.is_empty()) {
+        if message.content.is_empty() {
+            message.content = text;
+        }
+        stop = StopReason::Refusal;
+    }
+    ModelReply {
+        stop_reason: stop,
+        stop_reason_raw: finish.map(str::to_string),
+        message,
+        usage,
+    }
 }
 
 /// Reads a non-streaming response.
@@ -266,11 +348,21 @@ pub(crate) fn parse_response(v: &Value, step: u64) -> Result<ModelReply, ModelEr
             "server reported an error: {err}"
         )));
     }
-    let msg = v
-        .get("choices")
-        .and_then(|c| c.get(0))
+    let choice = v.get("choices").and_then(|c| c.get(0));
+    let finish = choice
+        .and_then(|c| c.get("finish_reason"))
+        .and_then(Value::as_str);
+    let msg = choice
         .and_then(|c| c.get("message"))
         .ok_or_else(|| ModelError::BadResponse("no choices[0].message in the response".into()))?;
+    let refusal = msg
+        .get("refusal")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let reasoning = msg
+        .get("reasoning_content")
+        .and_then(Value::as_str)
+        .map(str::to_string);
     let content = text_of(msg.get("content"))?;
     let mut tool_calls = Vec::new();
     if let Some(calls) = msg.get("tool_calls").filter(|c| !c.is_null()) {
@@ -292,10 +384,12 @@ pub(crate) fn parse_response(v: &Value, step: u64) -> Result<ModelReply, ModelEr
             });
         }
     }
-    Ok(ModelReply {
-        message: Message::assistant(content, tool_calls),
-        usage: usage_of(v.get("usage")),
-    })
+    Ok(reply_of(
+        with_reasoning(Message::assistant(content, tool_calls), reasoning),
+        usage_of(v.get("usage")),
+        finish,
+        refusal,
+    ))
 }
 
 fn call_id(given: &str, step: u64, index: usize) -> String {
@@ -331,14 +425,54 @@ fn text_of(v: Option<&Value>) -> Result<String, ModelError> {
 }
 
 fn usage_of(v: Option<&Value>) -> Usage {
-    let n = |k: &str| {
+    let n = |k: &str, d: Option<&str>| {
         v.and_then(|u| u.get(k))
+            .and_then(|x| d.map_or(Some(x), |d| x.get(d)))
             .and_then(Value::as_u64)
             .unwrap_or(0)
     };
+    kinds(
+        n("prompt_tokens", None),
+        n("completion_tokens", None),
+        n("prompt_tokens_details", Some("cached_tokens")),
+        n("completion_tokens_details", Some("reasoning_tokens")),
+    )
+}
+
+/// Usage from Chat Completions' counts: `prompt_tokens` includes the
+/// cached ones, which are counted apart.
+fn kinds(prompt: u64, completion: u64, cached: u64, reasoning: u64) -> Usage {
+    let cached = cached.min(prompt);
     Usage {
-        input_tokens: n("prompt_tokens"),
-        output_tokens: n("completion_tokens"),
+        input_tokens: prompt - cached,
+        output_tokens: completion,
+        cached_input_tokens: cached,
+        cache_write_tokens: 0,
+        reasoning_tokens: reasoning,
+    }
+}
+
+/// An `error` event inside a stream, as the status it stands for: a
+/// server error or overload is retried (with its own wait, if it names
+/// one), a rate limit waited for, a request error (a context overflow
+/// among them) is not.
+fn stream_error(err: &Value) -> ModelError {
+    let word = |k: &str| err.get(k).and_then(Value::as_str).unwrap_or_default();
+    let kind = format!("{} {}", word("type"), word("code")).to_ascii_lowercase();
+    let status = if kind.contains("rate_limit") {
+        429
+    } else if kind.contains("invalid_request")
+        || kind.contains("context_length")
+        || kind.contains("invalid")
+    {
+        400
+    } else {
+        500
+    };
+    ModelError::Status {
+        status,
+        body: serde_json::json!({ "error": err }).to_string(),
+        retry_after: None,
     }
 }
 
@@ -357,6 +491,12 @@ pub(crate) struct StreamAssembler {
     usage: Usage,
     chunks: usize,
     finished: bool,
+    /// The `finish_reason` a chunk carried.
+    finish_reason: Option<String>,
+    /// Refusal text (`delta.refusal`).
+    refusal: String,
+    /// Reasoning (`delta.reasoning_content`).
+    reasoning: String,
 }
 
 impl StreamAssembler {
@@ -376,24 +516,29 @@ impl StreamAssembler {
         let v: Value = serde_json::from_str(data)
             .map_err(|e| ModelError::BadResponse(format!("stream chunk is not JSON ({e})")))?;
         if let Some(err) = v.get("error").filter(|e| !e.is_null()) {
-            return Err(ModelError::BadResponse(format!(
-                "server reported an error: {err}"
-            )));
+            return Err(stream_error(err));
         }
         self.chunks += 1;
         if v.get("usage").is_some_and(|u| !u.is_null()) {
             self.usage = usage_of(v.get("usage"));
         }
         let choice = v.get("choices").and_then(|c| c.get(0));
-        if choice
+        if let Some(f) = choice
             .and_then(|c| c.get("finish_reason"))
-            .is_some_and(|f| !f.is_null())
+            .filter(|f| !f.is_null())
         {
             self.finished = true;
+            self.finish_reason = f.as_str().map(str::to_string);
         }
         let Some(delta) = choice.and_then(|c| c.get("delta")) else {
             return Ok(false);
         };
+        if let Some(r) = delta.get("refusal").and_then(Value::as_str) {
+            self.refusal.push_str(r);
+        }
+        if let Some(r) = delta.get("reasoning_content").and_then(Value::as_str) {
+            self.reasoning.push_str(r);
+        }
         let piece = text_of(delta.get("content"))?;
         if !piece.is_empty() {
             on_text(&piece);
@@ -437,8 +582,13 @@ impl StreamAssembler {
                 "the stream ended without any data".into(),
             ));
         }
+        let cut = self.finish_reason.as_deref() == Some("length");
         let mut tool_calls = Vec::new();
         for (i, call) in self.calls.into_values().enumerate() {
+            if call.name.is_empty() && cut {
+                // Cut before its name came: nothing of it can be shown.
+                continue;
+            }
             if call.name.is_empty() {
                 return Err(ModelError::BadResponse(format!(
                     "streamed tool call {i} never got a name"
@@ -450,10 +600,15 @@ impl StreamAssembler {
                 arguments: call.arguments,
             });
         }
-        Ok(ModelReply {
-            message: Message::assistant(self.content, tool_calls),
-            usage: self.usage,
-        })
+        Ok(reply_of(
+            with_reasoning(
+                Message::assistant(self.content, tool_calls),
+                Some(self.reasoning),
+            ),
+            self.usage,
+            self.finish_reason.as_deref(),
+            Some(self.refusal),
+        ))
     }
 }
 
@@ -594,7 +749,8 @@ mod tests {
             reply.usage,
             Usage {
                 input_tokens: 7,
-                output_tokens: 3
+                output_tokens: 3,
+                ..Usage::default()
             }
         );
     }

@@ -7,13 +7,15 @@
 //! {"turns": [{"content": "...",
 //!             "tool_calls": [{"name": "bash", "arguments": {"command": "ls"}}],
 //!             "usage": {"input_tokens": 10, "output_tokens": 5},
-//!             "sleep_ms": 0}],
+//!             "sleep_ms": 0, "stop_reason": "max_tokens"}],
 //!  "summary": "..."}
 //! ```
 //!
 //! `arguments` may be an object (sent serialised) or a string (sent as is,
 //! to script malformed calls). Call ids are `call_<step>_<i>` unless a call
-//! gives its own `id`. Usage defaults to a chars/4 estimate.
+//! gives its own `id`. Usage defaults to a chars/4 estimate. `stop_reason`
+//! (tinyagent's words: `end_turn`, `tool_calls`, `max_tokens`, `refusal`,
+//! ...) defaults to `tool_calls` for a turn with calls, `end_turn` otherwise.
 
 use super::error::ModelError;
 use super::{ModelReply, ModelRequest, Purpose};
@@ -45,6 +47,8 @@ struct Turn {
     usage: Option<Usage>,
     #[serde(default)]
     sleep_ms: Option<u64>,
+    #[serde(default)]
+    stop_reason: Option<crate::event::StopReason>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -114,10 +118,7 @@ impl ScriptProvider {
             Purpose::Summary => {
                 let text = self.summary.clone().unwrap_or_else(|| default_summary(req));
                 let usage = estimate(req, &text, &[]);
-                ModelReply {
-                    message: Message::assistant(text, Vec::new()),
-                    usage,
-                }
+                ModelReply::finished(Message::assistant(text, Vec::new()), usage)
             }
             Purpose::Step => {
                 let index = usize::try_from(req.step.saturating_sub(1)).unwrap_or(usize::MAX);
@@ -130,10 +131,10 @@ impl ScriptProvider {
                     }
                     None => {
                         let usage = estimate(req, SCRIPT_FINAL_MESSAGE, &[]);
-                        ModelReply {
-                            message: Message::assistant(SCRIPT_FINAL_MESSAGE, Vec::new()),
+                        ModelReply::finished(
+                            Message::assistant(SCRIPT_FINAL_MESSAGE, Vec::new()),
                             usage,
-                        }
+                        )
                     }
                 }
             }
@@ -166,10 +167,11 @@ fn turn_reply(turn: &Turn, req: &ModelRequest) -> ModelReply {
     let usage = turn
         .usage
         .unwrap_or_else(|| estimate(req, &turn.content, &calls));
-    ModelReply {
-        message: Message::assistant(turn.content.clone(), calls),
-        usage,
+    let mut reply = ModelReply::finished(Message::assistant(turn.content.clone(), calls), usage);
+    if let Some(stop) = turn.stop_reason {
+        reply.stop_reason = stop;
     }
+    reply
 }
 
 /// Token estimates at four characters a token (at least one each way).
@@ -194,6 +196,7 @@ fn estimate(req: &ModelRequest, content: &str, calls: &[ToolCall]) -> Usage {
     Usage {
         input_tokens: tokens(input),
         output_tokens: tokens(output),
+        ..Usage::default()
     }
 }
 

@@ -61,6 +61,7 @@ struct Sent {
 /// What [`WireRest`] is made of.
 struct RestKey {
     model: String,
+    effort: Option<&'static str>,
     stream: bool,
     summary: bool,
     tools: std::sync::Arc<Vec<crate::tools::ToolSpec>>,
@@ -71,6 +72,7 @@ impl RestKey {
     /// registry's shared list), by value only when that differs.
     fn same(&self, other: &RestKey) -> bool {
         self.model == other.model
+            && self.effort == other.effort
             && self.stream == other.stream
             && self.summary == other.summary
             && (std::sync::Arc::ptr_eq(&self.tools, &other.tools) || self.tools == other.tools)
@@ -95,6 +97,7 @@ impl WireCache {
         model: &str,
         req: &ModelRequest,
         stream: bool,
+        effort: Option<&'static str>,
     ) -> bytes::Bytes {
         let line = req.messages.line();
         let same_line = self.line == Some(line) && self.kept.len() <= req.messages.len();
@@ -110,6 +113,7 @@ impl WireCache {
         kept.extend(new.iter().map(entry));
         let key = RestKey {
             model: model.to_string(),
+            effort,
             stream,
             summary: req.purpose == Purpose::Summary,
             tools: std::sync::Arc::clone(&req.tools),
@@ -118,7 +122,7 @@ impl WireCache {
             Some((k, bytes)) if k.same(&key) => (k, bytes),
             _ => (
                 key,
-                serde_json::to_vec(&WireRest::of(model, req, stream)).unwrap_or_default(),
+                serde_json::to_vec(&WireRest::of(model, req, stream, effort)).unwrap_or_default(),
             ),
         };
         let rest_json = &rest.1;
@@ -198,8 +202,14 @@ fn entry(m: &Message) -> (Message, Vec<u8>) {
 /// The request as a JSON tree (what is sent is [`WireCache::request_bytes`],
 /// the same JSON).
 #[cfg(test)]
-pub(crate) fn request_tree(model: &str, req: &ModelRequest, stream: bool) -> Value {
-    let mut tree = serde_json::to_value(WireRest::of(model, req, stream)).unwrap_or(Value::Null);
+pub(crate) fn request_tree(
+    model: &str,
+    req: &ModelRequest,
+    stream: bool,
+    effort: Option<&'static str>,
+) -> Value {
+    let mut tree =
+        serde_json::to_value(WireRest::of(model, req, stream, effort)).unwrap_or(Value::Null);
     let messages = req
         .messages
         .iter()
@@ -209,10 +219,13 @@ pub(crate) fn request_tree(model: &str, req: &ModelRequest, stream: bool) -> Val
     tree
 }
 
-/// Everything but the messages: `{"model", "stream", "stream_options", "tools"}`.
+/// Everything but the messages: `{"model", "reasoning_effort", "stream",
+/// "stream_options", "tools"}`.
 #[derive(Serialize)]
 struct WireRest<'a> {
     model: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_effort: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     stream: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -227,7 +240,12 @@ struct StreamOptions {
 }
 
 impl<'a> WireRest<'a> {
-    fn of(model: &'a str, req: &'a ModelRequest, stream: bool) -> Self {
+    fn of(
+        model: &'a str,
+        req: &'a ModelRequest,
+        stream: bool,
+        effort: Option<&'static str>,
+    ) -> Self {
         let tools = (!req.tools.is_empty() && req.purpose != Purpose::Summary).then(|| {
             req.tools
                 .iter()
@@ -243,6 +261,7 @@ impl<'a> WireRest<'a> {
         });
         WireRest {
             model,
+            reasoning_effort: effort,
             stream: stream.then_some(true),
             stream_options: stream.then_some(StreamOptions {
                 include_usage: true,
@@ -272,6 +291,10 @@ struct WireFunction<'a> {
 #[derive(Serialize)]
 struct WireMessage<'a> {
     content: Option<&'a str>,
+    /// The reasoning the server sent with this assistant message (its
+    /// native items), sent back as received.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_content: Option<&'a str>,
     role: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     tool_call_id: Option<&'a str>,
@@ -281,8 +304,11 @@ struct WireMessage<'a> {
 
 impl<'a> WireMessage<'a> {
     fn of(m: &'a Message) -> Self {
+        let reasoning = crate::event::Native::of(m, crate::event::Native::CHAT)
+            .and_then(|n| n["reasoning_content"].as_str());
         let plain = |role: &'static str| WireMessage {
             content: Some(&m.content),
+            reasoning_content: None,
             role,
             tool_call_id: None,
             tool_calls: None,
@@ -294,9 +320,13 @@ impl<'a> WireMessage<'a> {
                 tool_call_id: Some(m.tool_call_id.as_deref().unwrap_or_default()),
                 ..plain("tool")
             },
-            Role::Assistant if m.tool_calls.is_empty() => plain("assistant"),
+            Role::Assistant if m.tool_calls.is_empty() => WireMessage {
+                reasoning_content: reasoning,
+                ..plain("assistant")
+            },
             Role::Assistant => WireMessage {
                 content: (!m.content.is_empty()).then_some(m.content.as_str()),
+                reasoning_content: reasoning,
                 role: "assistant",
                 tool_call_id: None,
                 tool_calls: Some(
@@ -390,8 +420,8 @@ mod tests {
 
     /// What is sent, parsed, and the tree printed: the same bytes.
     fn check(cache: &mut WireCache, req: &ModelRequest, stream: bool) -> Value {
-        let tree = request_tree("m", req, stream);
-        let bytes = cache.request_bytes("m", req, stream);
+        let tree = request_tree("m", req, stream, None);
+        let bytes = cache.request_bytes("m", req, stream, None);
         assert_eq!(String::from_utf8(bytes.to_vec()).unwrap(), tree.to_string());
         tree
     }
@@ -485,16 +515,16 @@ mod tests {
     fn a_body_nobody_holds_is_written_on_in_place_and_a_held_one_is_left_alone() {
         let mut cache = WireCache::default();
         let same = |bytes: &bytes::Bytes, v: &View| {
-            let tree = request_tree("m", &of(v), false);
+            let tree = request_tree("m", &of(v), false, None);
             assert_eq!(String::from_utf8(bytes.to_vec()).unwrap(), tree.to_string());
         };
         let mut view = View::from(view());
-        let first = cache.request_bytes("m", &of(&view), false);
+        let first = cache.request_bytes("m", &of(&view), false, None);
         same(&first, &view);
         let before = first.to_vec();
         // Still held: a new buffer, and the held body is untouched.
         view.push(Message::user("more"));
-        let second = cache.request_bytes("m", &of(&view), false);
+        let second = cache.request_bytes("m", &of(&view), false, None);
         same(&second, &view);
         assert_ne!(second.as_ptr(), first.as_ptr());
         assert_eq!(first.to_vec(), before);
@@ -503,19 +533,19 @@ mod tests {
         let at = second.as_ptr();
         drop(second);
         view.push(Message::user("again"));
-        let third = cache.request_bytes("m", &of(&view), false);
+        let third = cache.request_bytes("m", &of(&view), false, None);
         same(&third, &view);
         assert_eq!(third.as_ptr(), at);
         drop(third);
         // A change in place (a new line) is written out whole, and the
         // buffer is not reused for a view it no longer starts.
         view[1].content = "changed".into();
-        let fourth = cache.request_bytes("m", &of(&view), false);
+        let fourth = cache.request_bytes("m", &of(&view), false, None);
         same(&fourth, &view);
         drop(fourth);
         // Shorter than what was sent: written out whole too.
         let short = View::from(view[..2].to_vec());
-        let fifth = cache.request_bytes("m", &of(&short), false);
+        let fifth = cache.request_bytes("m", &of(&short), false, None);
         same(&fifth, &short);
     }
 
@@ -544,8 +574,8 @@ mod tests {
             "changed"
         );
         // Another model name.
-        let tree = request_tree("other", &changed, true);
-        let bytes = cache.request_bytes("other", &changed, true);
+        let tree = request_tree("other", &changed, true, None);
+        let bytes = cache.request_bytes("other", &changed, true, None);
         assert_eq!(String::from_utf8(bytes.to_vec()).unwrap(), tree.to_string());
         assert_eq!(tree["model"], "other");
     }

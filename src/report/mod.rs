@@ -349,7 +349,9 @@ impl Output {
             )),
             Event::ModelResponse(r) => {
                 let text = r.message.content.trim();
-                let answer = r.message.tool_calls.is_empty() && !text.is_empty();
+                // A reply cut at the output limit is no answer.
+                let cut = r.stop_reason == Some(crate::event::StopReason::MaxTokens);
+                let answer = r.message.tool_calls.is_empty() && !text.is_empty() && !cut;
                 // What the step cost, when prices are known.
                 let cost = if r.cost_usd > 0.0 {
                     format!(" · ${:.4}", r.cost_usd)
@@ -554,6 +556,7 @@ mod tests {
                 usage_total: Usage {
                     input_tokens: u64::MAX,
                     output_tokens: 3,
+                    ..Usage::default()
                 },
                 cost_usd_total: 1.0 / 3.0,
             }),

@@ -45,10 +45,10 @@ impl State {
             }
             Event::ModelResponse(r) => {
                 self.step = r.step;
-                self.last_request = (r.usage.input_tokens > 0 && r.request_bytes > 0).then_some(
+                self.last_request = (r.usage.all_input() > 0 && r.request_bytes > 0).then_some(
                     super::MeasuredRequest {
                         bytes: r.request_bytes,
-                        tokens: r.usage.input_tokens,
+                        tokens: r.usage.all_input(),
                     },
                 );
                 self.usage.add(&r.usage);
@@ -185,6 +185,9 @@ impl State {
                     let msg = Message::user(text);
                     self.remember(&msg);
                     self.view.push(msg);
+                }
+                if r.compact_at.is_some() {
+                    self.compact_at = r.compact_at;
                 }
                 if let Some(limits) = &r.limits {
                     self.limits = limits.clone();

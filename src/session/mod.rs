@@ -165,6 +165,8 @@ pub struct State {
     /// Consecutive malformed tool calls.
     pub format_errors: u32,
     pub limits: Limits,
+    /// The compaction threshold the last `resume --compact-at` set.
+    pub compact_at: Option<u64>,
     pub status: Status,
     /// The `reason` of `run.finished` (the signal of an interrupted run).
     #[serde(default)]
@@ -316,6 +318,7 @@ impl Default for State {
             saved_step: 0,
             format_errors: 0,
             limits: Limits::default(),
+            compact_at: None,
             status: Status::Running,
             finished_reason: None,
             compactions: 0,

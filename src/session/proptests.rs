@@ -83,6 +83,7 @@ fn build(plan_enabled: bool, ops: &[Op]) -> Vec<Event> {
                 limits: None,
                 message: None,
                 stopped_processes: vec![],
+                compact_at: None,
                 api_key_env: None,
             }));
             recent.push(Message::user("[Resumed] after a crash"));

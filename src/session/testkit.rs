@@ -45,11 +45,14 @@ pub fn response(
     Event::ModelResponse(ModelResponse {
         context_tokens: 0,
         request_bytes: 0,
+        stop_reason: None,
+        stop_reason_raw: None,
         step,
         message: Message::assistant(content, calls),
         usage: Usage {
             input_tokens: usage.0,
             output_tokens: usage.1,
+            ..Usage::default()
         },
         cost_usd: cost,
         pending,
@@ -116,6 +119,7 @@ pub fn compaction(
         usage: Usage {
             input_tokens: usage.0,
             output_tokens: usage.1,
+            ..Usage::default()
         },
         cost_usd: cost,
         replaced: 0,
@@ -154,6 +158,7 @@ pub fn resume(notice: &str, message: Option<&str>, limits: Option<Limits>) -> Ev
         limits,
         message: message.map(str::to_string),
         stopped_processes: vec![],
+        compact_at: None,
         api_key_env: None,
     })
 }

@@ -38,7 +38,8 @@ fn a_step_with_two_calls() {
         s.usage,
         Usage {
             input_tokens: 100,
-            output_tokens: 20
+            output_tokens: 20,
+            ..Usage::default()
         }
     );
     assert_eq!(s.cost_usd, 0.25);
@@ -95,7 +96,8 @@ fn usage_and_cost_add_up_over_responses_and_compactions() {
         s.usage,
         Usage {
             input_tokens: 35,
-            output_tokens: 6
+            output_tokens: 6,
+            ..Usage::default()
         }
     );
     assert_eq!(s.cost_usd, 0.875);

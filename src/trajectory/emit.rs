@@ -48,6 +48,8 @@ impl Emitter {
                 self.events.push(Event::ModelResponse(ModelResponse {
                     context_tokens: 0,
                     request_bytes: 0,
+                    stop_reason: None,
+                    stop_reason_raw: None,
                     step,
                     message,
                     usage,
@@ -87,6 +89,7 @@ impl Emitter {
                 limits: None,
                 message: None,
                 stopped_processes: Vec::new(),
+                compact_at: None,
                 api_key_env: None,
             })),
         }

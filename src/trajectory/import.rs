@@ -264,6 +264,7 @@ fn attribute_usage(
     let sum = Usage {
         input_tokens: total.input_tokens,
         output_tokens: total.output_tokens,
+        ..Usage::default()
     };
     let last = items.iter_mut().rev().find_map(|(_, item)| match item {
         Item::Response { usage, cost, .. } => Some((usage, cost)),

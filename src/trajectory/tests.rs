@@ -69,7 +69,8 @@ fn v1_fixture_imports_to_the_same_conversation() {
         s.usage,
         Usage {
             input_tokens: 1830,
-            output_tokens: 142
+            output_tokens: 142,
+            ..Usage::default()
         }
     );
     assert_eq!(s.cost_usd, 0.000_359);
@@ -122,7 +123,8 @@ fn v2_fixture_imports_plan_processes_compaction_and_pending_call() {
         s.usage,
         Usage {
             input_tokens: 5200,
-            output_tokens: 640
+            output_tokens: 640,
+            ..Usage::default()
         }
     );
     assert_eq!(s.cost_usd, 0.0194);

@@ -124,7 +124,7 @@ fn every_flag_is_described_and_run_and_resume_show_examples() {
         "{run}"
     );
     for default in [
-        "else 96000",
+        "else 80% of the context window",
         "else 1000",
         "else 3",
         "else unlimited",
@@ -439,22 +439,36 @@ fn the_final_answer_goes_to_stdout_and_everything_else_to_stderr() {
 }
 
 #[test]
-fn a_cost_limit_without_prices_is_warned_about_and_known_prices_show_per_step() {
+fn a_cost_limit_without_prices_is_refused_and_known_prices_show_per_step() {
     let sb = Sandbox::new();
-    let server = MockServer::start(vec![MockReply::text("done"), MockReply::text("done")]);
+    let server = MockServer::start(vec![MockReply::text("done")]);
     let mut c = sb.run_cmd(&server.base_url(), "t");
     c.args(["--max-cost", "1"]);
     let out = output(c);
     let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(0), "{err}");
-    assert!(
-        err.contains("--max-cost is set but no prices are known"),
-        "{err}"
-    );
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--max-cost needs a price"), "{err}");
     assert!(err.contains("--price-in"), "{err}");
+    assert!(!sb.wal().exists(), "refused before the log is made");
+    assert_eq!(server.request_count(), 0);
+
+    // Without a limit the unknown cost is shown as unknown, never $0.
+    let out = output(sb.run_cmd(&server.base_url(), "t"));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("· $?"), "{err}");
+    assert!(!err.contains("$0.0000"), "{err}");
+    let inspect = output({
+        let mut c = std::process::Command::new(crate::support::e2e::bin());
+        c.args(["log", "inspect", "--json"]).arg(sb.wal());
+        c
+    });
+    let report: serde_json::Value = serde_json::from_slice(&inspect.stdout).unwrap();
+    assert_eq!(report["usage"]["cost_known"], false);
 
     // With prices each step says what it cost (the mock reports 10 in, 5 out).
     std::fs::remove_file(sb.wal()).unwrap();
+    server.push(MockReply::text("done"));
     let mut c = sb.run_cmd(&server.base_url(), "t");
     c.args(["--price-in", "100", "--price-out", "200", "--max-cost", "1"]);
     let out = output(c);

@@ -45,11 +45,14 @@ fn response(step: u64, calls: Vec<ToolCall>, input: u64, output: u64, cost: f64)
     Event::ModelResponse(ModelResponse {
         context_tokens: 0,
         request_bytes: 0,
+        stop_reason: None,
+        stop_reason_raw: None,
         step,
         message: Message::assistant("", calls),
         usage: Usage {
             input_tokens: input,
             output_tokens: output,
+            ..Usage::default()
         },
         cost_usd: cost,
         pending,
@@ -116,6 +119,7 @@ fn crashed_run() -> Vec<Event> {
             usage_total: Usage {
                 input_tokens: 100,
                 output_tokens: 20,
+                ..Usage::default()
             },
             cost_usd_total: 0.25,
         }),
@@ -246,7 +250,8 @@ fn inspect_json_on_a_clean_crashed_log_reports_the_contract_members() {
                 "running": true, "lost": false, "env": "local",
                 "exit_code": null, "signal": null
             }],
-            "usage": {"input_tokens": 300, "output_tokens": 50, "cost_usd": 0.75},
+            "usage": {"input_tokens": 300, "output_tokens": 50, "cached_input_tokens": 0,
+                "cache_write_tokens": 0, "reasoning_tokens": 0, "cost_usd": 0.75, "cost_known": true},
             "snapshot": null
         })
     );

@@ -68,6 +68,7 @@ fn write_log(path: &Path, steps: u64) -> u64 {
         let usage = Usage {
             input_tokens: 1000,
             output_tokens: 10,
+            ..Usage::default()
         };
         total.add(&usage);
         let call = ToolCall {
@@ -78,6 +79,8 @@ fn write_log(path: &Path, steps: u64) -> u64 {
         records.push(Event::ModelResponse(ModelResponse {
             context_tokens: 0,
             request_bytes: 0,
+            stop_reason: None,
+            stop_reason_raw: None,
             step,
             message: Message::assistant("", vec![call]),
             usage,

@@ -39,11 +39,14 @@ fn response(step: u64) -> Event {
     Event::ModelResponse(ModelResponse {
         context_tokens: 0,
         request_bytes: 0,
+        stop_reason: None,
+        stop_reason_raw: None,
         step,
         message: Message::assistant("", vec![call]),
         usage: Usage {
             input_tokens: 10,
             output_tokens: 1,
+            ..Usage::default()
         },
         cost_usd: 0.5,
         pending: vec![format!("c{step}")],
@@ -113,7 +116,8 @@ fn inspect_names_the_snapshot_that_covers_the_log() {
     );
     assert_eq!(
         v["usage"],
-        json!({"input_tokens": 10, "output_tokens": 1, "cost_usd": 0.5})
+        json!({"input_tokens": 10, "output_tokens": 1, "cached_input_tokens": 0,
+            "cache_write_tokens": 0, "reasoning_tokens": 0, "cost_usd": 0.5, "cost_known": true})
     );
 }
 

@@ -88,9 +88,12 @@ async fn request_shape_headers_and_reply() {
     );
     assert_eq!(
         reply.usage,
+        // Cache reads are counted apart, not added to input.
         Usage {
-            input_tokens: 58,
-            output_tokens: 12
+            input_tokens: 50,
+            output_tokens: 12,
+            cached_input_tokens: 8,
+            ..Usage::default()
         }
     );
 

@@ -4,7 +4,7 @@
 use crate::support::mock::{MockReply, MockServer};
 use serde_json::json;
 use std::time::Duration;
-use tinyagent::event::{Message, ToolCall, Usage};
+use tinyagent::event::{Message, StopReason, ToolCall, Usage};
 use tinyagent::model::{ModelReply, ModelRequest, Provider, ProviderConfig, ProviderKind, Purpose};
 use tinyagent::tools::ToolSpec;
 
@@ -91,8 +91,11 @@ async fn plain_reply_with_tool_calls_and_unknown_fields() {
             ),
             usage: Usage {
                 input_tokens: 123,
-                output_tokens: 45
+                output_tokens: 45,
+                ..Usage::default()
             },
+            stop_reason: StopReason::ToolCalls,
+            stop_reason_raw: Some("tool_calls".into()),
         }
     );
     assert_eq!(pieces, vec!["Looking."]);
@@ -162,7 +165,8 @@ async fn streamed_reply_assembles_text_and_argument_fragments() {
         reply.usage,
         Usage {
             input_tokens: 900,
-            output_tokens: 80
+            output_tokens: 80,
+            ..Usage::default()
         }
     );
 

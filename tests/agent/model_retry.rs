@@ -188,3 +188,76 @@ async fn empty_choices_is_a_bad_response_not_retried() {
     assert!(matches!(err, ModelError::BadResponse(_)), "{err}");
     assert_eq!(server.request_count(), 1);
 }
+
+/// A refused connection is retried for at most 5 s in all, whatever the
+/// retry settings say (here 10 retries from 1 s: over a minute).
+#[tokio::test]
+async fn a_refused_connection_is_given_up_on_within_five_seconds() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port();
+    let provider = Provider::new(ProviderConfig {
+        base_url: Some(format!("http://127.0.0.1:{port}/v1")),
+        retry_base: Duration::from_secs(1),
+        max_retries: 10,
+        ..ProviderConfig::new(ProviderKind::OpenAi, "test-model")
+    })
+    .unwrap();
+    let started = Instant::now();
+    let e = run(&provider).await.unwrap_err();
+    let took = started.elapsed();
+    assert!(e.is_refused(), "{e}");
+    assert!(
+        took >= Duration::from_secs(4) && took < Duration::from_millis(6500),
+        "{took:?}: {e}"
+    );
+}
+
+/// Anthropic's 529 (overloaded) is waited for and retried; an `error`
+/// event inside an OpenAI stream is retried as the server error it is.
+#[tokio::test]
+async fn anthropic_529_and_an_error_event_in_a_stream_are_retried() {
+    let overloaded = MockReply::Status {
+        code: 529,
+        retry_after: Some("1".into()),
+        body: r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#
+            .into(),
+    };
+    let server = MockServer::start(vec![
+        overloaded,
+        MockReply::json(serde_json::json!({
+            "id": "m", "type": "message", "role": "assistant", "model": "claude",
+            "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn",
+            "usage": {"input_tokens": 1, "output_tokens": 1}})),
+    ]);
+    let provider = Provider::new(ProviderConfig {
+        base_url: Some(server.root_url()),
+        api_key: Some("sk-ant-test".into()),
+        retry_base: Duration::from_millis(2),
+        max_retries: 3,
+        ..ProviderConfig::new(ProviderKind::Anthropic, "claude")
+    })
+    .unwrap();
+    let started = Instant::now();
+    assert_eq!(run(&provider).await.unwrap(), "ok");
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "Retry-After honoured"
+    );
+    assert_eq!(server.request_count(), 2);
+
+    let e: serde_json::Value = serde_json::json!({"error": {"type": "server_error",
+        "message": "The server had an error while processing your request."}});
+    let server = MockServer::start(vec![
+        MockReply::Func(std::sync::Arc::new(move |_| MockReply::Status {
+            code: 200,
+            retry_after: None,
+            body: format!("data: {e}\n\n"),
+        })),
+        MockReply::text("ok"),
+    ]);
+    let provider = Provider::new(config(&server, true)).unwrap();
+    assert_eq!(run(&provider).await.unwrap(), "ok");
+    assert_eq!(server.request_count(), 2);
+}

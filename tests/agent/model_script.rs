@@ -3,7 +3,7 @@
 
 use serde_json::json;
 use std::path::Path;
-use tinyagent::event::{Message, ToolCall, Usage};
+use tinyagent::event::{Message, StopReason, ToolCall, Usage};
 use tinyagent::model::{ModelReply, ModelRequest, Provider, ProviderConfig, ProviderKind, Purpose};
 
 fn provider_for(dir: &Path, script: &str) -> Result<Provider, tinyagent::model::ModelError> {
@@ -84,8 +84,11 @@ async fn turns_are_chosen_by_step() {
             ),
             usage: Usage {
                 input_tokens: 100,
-                output_tokens: 7
+                output_tokens: 7,
+                ..Usage::default()
             },
+            stop_reason: StopReason::ToolCalls,
+            stop_reason_raw: None,
         }
     );
 

@@ -230,9 +230,16 @@ pub fn check_write_order(recs: &[Rec]) {
                 .collect()
         })
         .unwrap_or_default();
+    // The calls of the last response, when it was cut or refused (section
+    // 15): never run, so never started.
+    let mut unrun = false;
     for r in recs {
         match r.kind.as_str() {
             "model.response" => {
+                unrun = matches!(
+                    r.data["stop_reason"].as_str(),
+                    Some("max_tokens" | "refusal" | "content_filter")
+                );
                 assert!(
                     pending.is_empty(),
                     "seq {}: new response with calls pending {pending:?}",
@@ -265,6 +272,11 @@ pub fn check_write_order(recs: &[Rec]) {
             "tool.started" => {
                 let id = r.data["call_id"].as_str().unwrap().to_string();
                 let name = r.data["name"].as_str().unwrap_or("").to_string();
+                assert!(
+                    !unrun,
+                    "seq {}: a call of a cut or refused reply started",
+                    r.seq
+                );
                 // A pending call after every call already started, in call
                 // order (a hook-blocked call in between never starts).
                 let at = pending.iter().position(|p| *p == id);
@@ -304,7 +316,7 @@ pub fn check_write_order(recs: &[Rec]) {
                     r.seq
                 );
                 let synthesized = r.data["interrupted"].as_bool().unwrap();
-                if !started.iter().any(|(s, _)| *s == id) && !synthesized {
+                if !started.iter().any(|(s, _)| *s == id) && !synthesized && !unrun {
                     // Only a hook-blocked call has a real result without tool.started.
                     assert!(
                         recs.iter().any(|h| (h.kind == "hook.blocked"

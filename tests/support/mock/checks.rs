@@ -38,6 +38,7 @@ const TOP_FIELDS: &[&str] = &[
     "logit_bias",
     "logprobs",
     "top_logprobs",
+    "reasoning_effort",
 ];
 const MESSAGE_FIELDS: &[&str] = &["role", "content", "tool_calls", "tool_call_id", "name"];
 
@@ -68,7 +69,11 @@ pub fn check_chat(body: &Value) -> Vec<String> {
         let m = &messages[i];
         if let Some(o) = m.as_object() {
             for key in o.keys() {
-                if !MESSAGE_FIELDS.contains(&key.as_str()) {
+                // DeepSeek's, vLLM's and llama.cpp's documented extension:
+                // an assistant message's reasoning, sent back as received.
+                let reasoning =
+                    key == "reasoning_content" && m["role"] == "assistant" && o[key].is_string();
+                if !MESSAGE_FIELDS.contains(&key.as_str()) && !reasoning {
                     v.push(format!("messages[{i}]: non-standard field {key:?}"));
                 }
             }
@@ -228,6 +233,101 @@ pub fn check_anthropic(body: &Value) -> Vec<String> {
     }
     if !expected.is_empty() {
         v.push(format!("tool uses {expected:?} are never answered"));
+    }
+    v
+}
+
+/// Violations of the Responses API rules (`POST /responses`, as tinyagent
+/// uses it: `store: false`, encrypted reasoning included) by one request.
+pub fn check_responses(body: &Value) -> Vec<String> {
+    let mut v = Vec::new();
+    if body["model"].as_str().is_none_or(str::is_empty) {
+        v.push("no model".into());
+    }
+    if body["store"] != Value::Bool(false) {
+        v.push(format!("store is {}, expected false", body["store"]));
+    }
+    let include = body["include"].as_array().cloned().unwrap_or_default();
+    if !include.contains(&Value::from("reasoning.encrypted_content")) {
+        v.push("include lacks reasoning.encrypted_content".into());
+    }
+    if let Some(tools) = body.get("tools") {
+        for (i, t) in tools.as_array().into_iter().flatten().enumerate() {
+            if t["type"] != "function" || !t["name"].is_string() || !t["parameters"].is_object() {
+                v.push(format!("tools[{i}] is not a function tool: {t}"));
+            }
+        }
+    }
+    let Some(input) = body["input"].as_array().filter(|i| !i.is_empty()) else {
+        v.push("input missing or empty".into());
+        return v;
+    };
+    let mut calls: Vec<String> = Vec::new();
+    let mut answered = HashSet::new();
+    for (i, item) in input.iter().enumerate() {
+        match item["type"].as_str() {
+            Some("message") => {
+                if !matches!(
+                    item["role"].as_str(),
+                    Some("system" | "developer" | "user" | "assistant")
+                ) {
+                    v.push(format!("input[{i}]: message role {}", item["role"]));
+                }
+                if !(item["content"].is_string() || item["content"].is_array()) {
+                    v.push(format!("input[{i}]: content is neither text nor parts"));
+                }
+            }
+            Some("reasoning") => {
+                if !item["encrypted_content"].is_string() {
+                    v.push(format!(
+                        "input[{i}]: reasoning item without encrypted_content"
+                    ));
+                }
+                let next = input.get(i + 1).map(|n| n["type"].clone());
+                let follows = next
+                    .as_ref()
+                    .is_some_and(|t| t == "function_call" || t == "message" || t == "reasoning");
+                if !follows {
+                    v.push(format!(
+                        "input[{i}]: reasoning item {} was provided without its required \
+                         following item",
+                        item["id"]
+                    ));
+                }
+            }
+            Some("function_call") => {
+                let id = item["call_id"].as_str().unwrap_or_default().to_string();
+                if id.is_empty() || !item["name"].is_string() || !item["arguments"].is_string() {
+                    v.push(format!(
+                        "input[{i}]: function_call without call_id, name or arguments"
+                    ));
+                }
+                if calls.contains(&id) {
+                    v.push(format!("input[{i}]: call_id {id:?} used twice"));
+                }
+                calls.push(id);
+            }
+            Some("function_call_output") => {
+                let id = item["call_id"].as_str().unwrap_or_default().to_string();
+                if !calls.contains(&id) {
+                    v.push(format!(
+                        "input[{i}]: output for {id:?} with no function_call before it"
+                    ));
+                }
+                if !answered.insert(id.clone()) {
+                    v.push(format!("input[{i}]: second output for {id:?}"));
+                }
+                if !item["output"].is_string() {
+                    v.push(format!("input[{i}]: output is not a string"));
+                }
+            }
+            other => v.push(format!("input[{i}]: unknown item type {other:?}")),
+        }
+    }
+    for id in calls {
+        if !answered.contains(&id) {
+            v.push(format!("no function_call_output for call {id:?}"));
+        }
     }
     v
 }

@@ -10,7 +10,7 @@
 //! a 100 KB request (a third of a millisecond here), which a benchmark of
 //! the client would otherwise measure as a longer wait between its steps.
 
-use super::checks::{check_anthropic, check_chat};
+use super::checks::{check_anthropic, check_chat, check_responses};
 use super::reply::{MockReply, ReplyFn, call_ids, chat_json, chat_sse};
 use super::timed::TimedListener;
 use axum::body::{Body, Bytes};
@@ -98,6 +98,7 @@ impl Received {
             Err(e) => problems.push(format!("body is not JSON: {e}")),
             Ok(v) if path.ends_with("/chat/completions") => problems.extend(check_chat(v)),
             Ok(v) if path.ends_with("/v1/messages") => problems.extend(check_anthropic(v)),
+            Ok(v) if path.ends_with("/responses") => problems.extend(check_responses(v)),
             Ok(_) => problems.push(format!("unexpected path {path}")),
         }
         let request = RecordedRequest {
@@ -331,6 +332,12 @@ async fn handle(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    // What tinyagent asks of a local server before a run (llama.cpp's
+    // `/props`): this server is not llama.cpp, and says so as an
+    // OpenAI-compatible server would. Not a model request: not recorded.
+    if method == Method::GET && uri.path().ends_with("/props") {
+        return axum::response::IntoResponse::into_response((StatusCode::NOT_FOUND, "not found"));
+    }
     let (index, mut reply) = {
         let mut s = shared.lock().unwrap_or_else(|p| p.into_inner());
         let index = s.requests.len() + s.received.len() + 1;
