@@ -41,6 +41,7 @@ fn settings(url: &str, mode: Mode) -> Settings {
         mode,
         max_lag: Duration::from_secs(1),
         timeout: Duration::from_secs(30),
+        lease: Duration::from_secs(30),
     }
 }
 

@@ -119,6 +119,14 @@ pub fn reattach(
     let bucket =
         crate::replicate::connect(&settings, &credentials()).map_err(LaunchError::refused)?;
     let (m, version) = fetch::manifest(&bucket, run_id).map_err(from_fetch)?;
+    // This machine's own writer of this log, killed (its pid is gone), need
+    // not be waited for.
+    let gone = crate::replicate::lease::read(&bucket, run_id)
+        .ok()
+        .flatten()
+        .filter(|(l, _)| l.host == crate::replicate::lease::host() && !pid_alive(l.pid))
+        .map(|(l, _)| l.writer);
+    fetch::check_lease(&bucket, run_id, args.take_over, gone.as_deref()).map_err(from_fetch)?;
     fetch::local_holds(wal, &m).map_err(|why| {
         LaunchError::refused(format!(
             "{}: {why}; resume it from the bucket instead: tinyagent resume {}/{run_id} (with \
@@ -142,6 +150,17 @@ pub fn reattach(
         taken.settings.url, taken.manifest.epoch
     ));
     Ok(Replicator::resume(taken, wal))
+}
+
+/// Is process `pid` running on this machine?
+fn pid_alive(pid: u32) -> bool {
+    let Ok(pid) = i32::try_from(pid) else {
+        return false;
+    };
+    !matches!(
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None),
+        Err(nix::errno::Errno::ESRCH)
+    )
 }
 
 /// Does `resume` name a run in a bucket?
@@ -298,6 +317,7 @@ pub fn stage_for_resume(
     }
     let bucket =
         crate::replicate::connect(&settings, &credentials()).map_err(LaunchError::refused)?;
+    fetch::check_lease(&bucket, &run_id, args.take_over, None).map_err(from_fetch)?;
     tinyagent_store::fsutil::create_dir_all_durable(&runs)
         .map_err(|e| LaunchError::failed(format!("{}: {e}", runs.display())))?;
     let staging = tempfile::Builder::new()

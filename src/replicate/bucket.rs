@@ -291,8 +291,22 @@ impl Bucket {
         F: Fn(Arc<AmazonS3>) -> Fut + Send + 'static,
         Fut: Future<Output = object_store::Result<T>> + Send,
     {
+        self.retrying_within(what, self.timeout, op)
+    }
+
+    /// [`Bucket::retrying`] for `timeout` rather than the client's own.
+    fn retrying_within<T, F, Fut>(
+        &self,
+        what: String,
+        timeout: Duration,
+        op: F,
+    ) -> Result<T, BucketError>
+    where
+        T: Send + 'static,
+        F: Fn(Arc<AmazonS3>) -> Fut + Send + 'static,
+        Fut: Future<Output = object_store::Result<T>> + Send,
+    {
         let store = self.store.clone();
-        let timeout = self.timeout;
         self.block(async move {
             let deadline = Instant::now() + timeout;
             let mut backoff = Duration::from_millis(100);
@@ -332,10 +346,25 @@ impl Bucket {
         bytes: Vec<u8>,
         mode: PutMode,
     ) -> Result<UpdateVersion, BucketError> {
+        self.put_within(key, bytes, mode, self.timeout)
+    }
+
+    /// [`Bucket::put`], retried for `timeout` rather than the client's own
+    /// (a lease renewal gives up in time for the next one).
+    ///
+    /// # Errors
+    /// [`BucketError`].
+    pub fn put_within(
+        &self,
+        key: &str,
+        bytes: Vec<u8>,
+        mode: PutMode,
+        timeout: Duration,
+    ) -> Result<UpdateVersion, BucketError> {
         let path = ObjPath::from(key);
         let payload = PutPayload::from(bytes);
         let what = format!("storing {key}");
-        let r = self.retrying(what, move |s| {
+        let r = self.retrying_within(what, timeout, move |s| {
             let (path, payload, mode) = (path.clone(), payload.clone(), mode.clone());
             async move {
                 s.put_opts(

@@ -217,6 +217,63 @@ pub struct TakenOver {
     pub manifest: Manifest,
     pub version: UpdateVersion,
     pub files: HashSet<String>,
+    /// This writer's lease, stored once the manifest was taken.
+    pub lease: super::lease::Leased,
+}
+
+/// Whether `run_id` may be taken over as far as its lease goes: refused
+/// while another writer's lease is live (naming its machine and pid and
+/// when it runs out) unless `take_over`; a lease that ran out, was
+/// released, or is missing (a run stored before leases) is no obstacle.
+/// `gone` names a writer known to have stopped (this machine's own, whose
+/// log nobody here holds open).
+///
+/// # Errors
+/// Refused as described; a lease that does not decode is refused too
+/// unless `take_over`; a bucket that fails.
+pub fn check_lease(
+    bucket: &Bucket,
+    run_id: &str,
+    take_over: bool,
+    gone: Option<&str>,
+) -> Result<(), FetchError> {
+    use super::lease::Held;
+    let lease = match super::lease::read(bucket, run_id) {
+        Ok(l) => l,
+        Err(e) if take_over => {
+            crate::report::err_line(&format!("warning: {e}; taken over anyway (--take-over)"));
+            return Ok(());
+        }
+        Err(e) => return Err(FetchError::refused(e)),
+    };
+    let Some((lease, _)) = lease else {
+        return Ok(());
+    };
+    let Held::Live(until) = lease.held(std::time::SystemTime::now()) else {
+        return Ok(());
+    };
+    if gone == Some(lease.writer.as_str()) {
+        return Ok(());
+    }
+    if take_over {
+        crate::report::err_line(&format!(
+            "taking run {run_id} over from writer {} ({}) whose lease runs out {}",
+            lease.writer,
+            lease.holder(),
+            super::lease::stamp(until)
+        ));
+        return Ok(());
+    }
+    Err(FetchError::refused(format!(
+        "{}/{run_id} is live: writer {} ({}) holds it, and its lease runs out at {} ({}); \
+         resume it once that writer has stopped, or take it over now with --take-over (that \
+         writer then stops)",
+        bucket.url,
+        lease.writer,
+        lease.holder(),
+        super::lease::stamp(until),
+        super::lease::from_now(until)
+    )))
 }
 
 /// Takes the run over: the manifest, with this writer and the next epoch,
@@ -264,14 +321,19 @@ pub fn take_over_from(
     let run_id = next.run_id.clone();
     let key = bucket.url.key(&format!("{run_id}/{MANIFEST}"));
     let encoded = next.encode();
+    let sent = std::time::Instant::now();
     match bucket.put(&key, encoded, PutMode::Update(version.clone())) {
-        Ok(version) => Ok(TakenOver {
-            bucket,
-            settings,
-            files,
-            manifest: next,
-            version,
-        }),
+        Ok(version) => {
+            let lease = lease_for(&bucket, &settings, &next, sent)?;
+            Ok(TakenOver {
+                bucket,
+                settings,
+                files,
+                manifest: next,
+                version,
+                lease,
+            })
+        }
         Err(BucketError::Precondition) => {
             let holder = manifest(&bucket, &run_id).ok();
             // Our own write, whose answer was lost?
@@ -279,12 +341,14 @@ pub fn take_over_from(
                 && m.writer == next.writer
                 && m.epoch == next.epoch
             {
+                let lease = lease_for(&bucket, &settings, m, sent)?;
                 return Ok(TakenOver {
                     bucket,
                     settings,
                     files,
                     manifest: m.clone(),
                     version: v.clone(),
+                    lease,
                 });
             }
             Err(FetchError::failed(match holder {
@@ -301,6 +365,25 @@ pub fn take_over_from(
         }
         Err(e) => Err(FetchError::failed(format!("{}: {e}", bucket.url))),
     }
+}
+
+/// The lease of the writer that has just taken the manifest `m` (stored
+/// over whatever lease is there: the manifest decided who holds the run,
+/// and the writer named there before finds its renewal refused).
+fn lease_for(
+    bucket: &Bucket,
+    settings: &Settings,
+    m: &Manifest,
+    sent: std::time::Instant,
+) -> Result<super::lease::Leased, FetchError> {
+    let lease = super::lease::Lease::new(&m.run_id, &m.writer, m.epoch, settings.lease);
+    let version = super::lease::store(bucket, &lease)
+        .map_err(|e| FetchError::failed(format!("{}: storing the lease: {e}", bucket.url)))?;
+    Ok(super::lease::Leased {
+        lease,
+        version,
+        sent,
+    })
 }
 
 /// Writes the fetched checkpoint files into a new store at `git_dir`.

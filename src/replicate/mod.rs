@@ -16,11 +16,15 @@
 //! - [`bucket`]: one bucket through `object_store`, with retries.
 //! - [`fetch`]: a run fetched from the bucket onto a machine that never saw
 //!   it, checked, and taken over.
+//! - [`lease`]: the writer's lease, renewed on its own clock, which tells a
+//!   resume whether the run is live.
 
 pub mod bucket;
 pub mod fetch;
+pub mod lease;
 
 use bucket::{Bucket, BucketError, Credentials, Url};
+use lease::{Leased, own_lease};
 use object_store::{PutMode, UpdateVersion};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
@@ -53,6 +57,8 @@ pub struct Settings {
     pub mode: Mode,
     pub max_lag: Duration,
     pub timeout: Duration,
+    /// How long a writer's lease lasts unrenewed (`replicate.lease_s`).
+    pub lease: Duration,
 }
 
 impl Settings {
@@ -82,11 +88,16 @@ impl Settings {
         if timeout == 0 {
             return Err("replicate.timeout_s must be at least 1".into());
         }
+        let lease = section.lease_s.unwrap_or(30);
+        if lease == 0 {
+            return Err("replicate.lease_s must be at least 1".into());
+        }
         Ok(Some(Settings {
             url,
             mode,
             max_lag: Duration::from_millis(section.max_lag_ms.unwrap_or(1000)),
             timeout: Duration::from_secs(timeout),
+            lease: Duration::from_secs(lease),
         }))
     }
 }
@@ -138,9 +149,7 @@ fn now() -> String {
 
 /// A name for this process as a writer.
 pub fn writer_id() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .unwrap_or_else(|_| "unknown-host".into());
+    let host = lease::host();
     format!(
         "{host}/pid {}/{:08x}",
         std::process::id(),
@@ -285,12 +294,24 @@ struct Inner {
     failed: Mutex<Option<String>>,
     queue: Mutex<Queue>,
     cv: Condvar,
+    /// The lease as this writer stored it last, and its version (held by
+    /// a renewal while it talks to the bucket).
+    lease: Mutex<(lease::Lease, UpdateVersion)>,
+    /// Until when this writer counts its lease as its own (read by every
+    /// sync point; never held across a bucket call).
+    lease_until: Mutex<Instant>,
+    /// The async mode's warning that the lease ran out was given.
+    lease_warned: Mutex<bool>,
+    /// Set when the renewer is to stop.
+    renew_stop: Mutex<bool>,
+    renew_cv: Condvar,
 }
 
 /// A run's replication to one bucket.
 pub struct Replicator {
     inner: Arc<Inner>,
     shipper: Option<std::thread::JoinHandle<()>>,
+    renewer: Option<std::thread::JoinHandle<()>>,
 }
 
 /// What a run says about itself when it ends.
@@ -348,6 +369,15 @@ impl Replicator {
             }
             Err(e) => return Err(format!("replication to {}: {e}", settings.url)),
         };
+        let sent = Instant::now();
+        let held = lease::Lease::new(
+            &manifest.run_id,
+            &manifest.writer,
+            manifest.epoch,
+            settings.lease,
+        );
+        let lease_version = lease::store(&bucket, &held)
+            .map_err(|e| format!("replication to {}: {e}", settings.url))?;
         Ok(Self::start(
             bucket,
             settings,
@@ -355,6 +385,11 @@ impl Replicator {
             manifest,
             version,
             HashSet::new(),
+            Leased {
+                lease: held,
+                version: lease_version,
+                sent,
+            },
         ))
     }
 
@@ -368,6 +403,7 @@ impl Replicator {
             taken.manifest,
             taken.version,
             taken.files,
+            taken.lease,
         )
     }
 
@@ -378,7 +414,9 @@ impl Replicator {
         manifest: Manifest,
         version: UpdateVersion,
         files: HashSet<String>,
+        leased: Leased,
     ) -> Replicator {
+        let lease_until = leased.sent + own_lease(settings.lease);
         let run_prefix = settings.url.key(&manifest.run_id);
         let shipped_len = manifest.log_len;
         if settings.mode == Mode::Async {
@@ -406,6 +444,11 @@ impl Replicator {
                 ..Queue::default()
             }),
             cv: Condvar::new(),
+            lease: Mutex::new((leased.lease, leased.version)),
+            lease_until: Mutex::new(lease_until),
+            lease_warned: Mutex::new(false),
+            renew_stop: Mutex::new(false),
+            renew_cv: Condvar::new(),
         });
         let shipper = (mode == Mode::Async).then(|| {
             let inner = inner.clone();
@@ -414,7 +457,18 @@ impl Replicator {
                 .spawn(move || inner.ship_in_background())
                 .expect("could not start the replication thread")
         });
-        Replicator { inner, shipper }
+        let renewer = {
+            let inner = inner.clone();
+            std::thread::Builder::new()
+                .name("tinyagent-lease".into())
+                .spawn(move || inner.renew_on_clock())
+                .expect("could not start the lease thread")
+        };
+        Replicator {
+            inner,
+            shipper,
+            renewer: Some(renewer),
+        }
     }
 
     /// The hook the store calls after each sync point.
@@ -469,6 +523,7 @@ impl Replicator {
     /// When a lock was poisoned (a panic on the shipper thread).
     pub fn finish(mut self, summary: &Summary) -> Vec<String> {
         let mut warnings = Vec::new();
+        self.stop_renewing();
         if let Some(h) = self.shipper.take() {
             let deadline = Instant::now() + self.inner.settings.timeout;
             let mut q = self.inner.queue.lock().expect("queue lock");
@@ -511,13 +566,27 @@ impl Replicator {
             warnings.push(format!(
                 "replication: the final manifest was not stored: {e}"
             ));
+            return warnings;
         }
+        drop(st);
+        // The run has ended: the lease goes, so that a resume does not wait
+        // for it to run out.
+        self.inner.release_lease();
         warnings
+    }
+
+    fn stop_renewing(&mut self) {
+        *self.inner.renew_stop.lock().expect("lock") = true;
+        self.inner.renew_cv.notify_all();
+        if let Some(h) = self.renewer.take() {
+            let _ = h.join();
+        }
     }
 }
 
 impl Drop for Replicator {
     fn drop(&mut self) {
+        self.stop_renewing();
         if let Some(h) = self.shipper.take() {
             self.inner.queue.lock().expect("queue lock").stop = true;
             self.inner.cv.notify_all();
@@ -537,6 +606,7 @@ impl Inner {
         if let Some(f) = self.failed() {
             return Err(f);
         }
+        self.hold_lease()?;
         let mut st = self.shipped.lock().expect("lock");
         let r = self.ship(&mut st, start, bytes, checkpoint);
         if let Err(e) = &r {
@@ -743,6 +813,7 @@ impl Inner {
         if let Some(f) = self.failed() {
             return Err(f);
         }
+        self.warn_if_lapsed();
         let mut q = self.queue.lock().expect("queue lock");
         q.durable = durable;
         q.checkpoint |= checkpoint;

@@ -15,16 +15,16 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn weed(test: &str) -> Option<&'static Weed> {
+pub(crate) fn weed(test: &str) -> Option<&'static Weed> {
     require("s3", test, s3::shared())
 }
 
 /// The call the tests stop a run in: `bash` sleeping `secs`, id `long`.
-fn long_call(secs: &str) -> MockReply {
+pub(crate) fn long_call(secs: &str) -> MockReply {
     MockReply::tool_call("bash", json!({"command": format!("sleep {secs}")})).with_ids(&["long"])
 }
 
-fn wait_until(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
+pub(crate) fn wait_until(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(secs);
     while !f() {
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
@@ -33,7 +33,7 @@ fn wait_until(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
 }
 
 /// The seq of the `tool.started` of `call_id` in the log at `wal`.
-fn started_seq(wal: &Path, call_id: &str) -> Option<u64> {
+pub(crate) fn started_seq(wal: &Path, call_id: &str) -> Option<u64> {
     let mut found = None;
     let _ = tinyagent_store::wal::reader::scan::<tinyagent::event::Event>(wal, None, |f, _| {
         if let tinyagent::event::Event::ToolStarted(t) = &f.event
@@ -45,16 +45,51 @@ fn started_seq(wal: &Path, call_id: &str) -> Option<u64> {
     found
 }
 
-/// `tinyagent run` replicating to `url` (sync unless the toml says).
-fn run_cmd(sb: &Sandbox, w: &Weed, base_url: &str, url: &str, toml: &str) -> Command {
-    let mut c = sb.run_cmd_cfg(base_url, "outlive the machine", toml);
+/// The lease the tests' writers hold (`replicate.lease_s`), unless a test
+/// sets its own: short, so that a killed writer's runs out soon.
+pub(crate) const LEASE_S: u64 = 2;
+
+/// `toml` with `replicate.lease_s` set to [`LEASE_S`] unless it sets it.
+pub(crate) fn with_lease(toml: &str) -> String {
+    if toml.contains("lease_s") {
+        toml.to_string()
+    } else if toml.contains("[replicate]\n") {
+        toml.replacen(
+            "[replicate]\n",
+            &format!("[replicate]\nlease_s = {LEASE_S}\n"),
+            1,
+        )
+    } else {
+        format!("{toml}[replicate]\nlease_s = {LEASE_S}\n")
+    }
+}
+
+/// Waits until the lease of run `id` in `url` is no longer live (its
+/// writer was killed or stopped).
+pub(crate) fn wait_lapsed(w: &Weed, url: &str, id: &str) {
+    let c = client(w, url);
+    wait_until("the writer's lease to run out", 60, || {
+        let (l, _) = tinyagent::replicate::lease::read(&c, id)
+            .unwrap()
+            .expect("a lease is stored");
+        !matches!(
+            l.held(std::time::SystemTime::now()),
+            tinyagent::replicate::lease::Held::Live(_)
+        )
+    });
+}
+
+/// `tinyagent run` replicating to `url` (sync unless the toml says), with
+/// a lease of [`LEASE_S`] unless the toml says.
+pub(crate) fn run_cmd(sb: &Sandbox, w: &Weed, base_url: &str, url: &str, toml: &str) -> Command {
+    let mut c = sb.run_cmd_cfg(base_url, "outlive the machine", &with_lease(toml));
     c.arg("--replicate").arg(url).arg("--json");
     w.env(&mut c);
     c
 }
 
 /// `tinyagent resume s3://…` on a "new machine": `sb`'s home and workspace.
-fn resume_cmd(sb: &Sandbox, w: &Weed, run_url: &str, toml: &str) -> Command {
+pub(crate) fn resume_cmd(sb: &Sandbox, w: &Weed, run_url: &str, toml: &str) -> Command {
     let mut c = Command::new(bin());
     c.current_dir(sb.dir.path())
         .arg("resume")
@@ -62,7 +97,7 @@ fn resume_cmd(sb: &Sandbox, w: &Weed, run_url: &str, toml: &str) -> Command {
         .arg("--cwd")
         .arg(sb.ws())
         .arg("--config")
-        .arg(sb.fast_config(toml))
+        .arg(sb.fast_config(&with_lease(toml)))
         .arg("--json")
         .env_remove("OPENAI_API_KEY")
         .env("TINYAGENT_HOME", sb.home())
@@ -72,7 +107,7 @@ fn resume_cmd(sb: &Sandbox, w: &Weed, run_url: &str, toml: &str) -> Command {
     c
 }
 
-fn run_id(wal: &Path) -> String {
+pub(crate) fn run_id(wal: &Path) -> String {
     contract::read(wal)[0].data["run_id"]
         .as_str()
         .unwrap()
@@ -80,7 +115,7 @@ fn run_id(wal: &Path) -> String {
 }
 
 /// A client of the bucket of `url` on `w`, as tinyagent makes it.
-fn client(w: &Weed, url: &str) -> tinyagent::replicate::bucket::Bucket {
+pub(crate) fn client(w: &Weed, url: &str) -> tinyagent::replicate::bucket::Bucket {
     let parsed = tinyagent::replicate::bucket::Url::parse(url).unwrap();
     let creds = tinyagent::replicate::bucket::Credentials {
         key_id: Some(s3::ACCESS_KEY.into()),
@@ -98,7 +133,7 @@ fn client(w: &Weed, url: &str) -> tinyagent::replicate::bucket::Bucket {
 
 /// The log a bucket holds for `run_id` (fetched and checked by the
 /// library's own reader of the bucket).
-fn bucket_log(w: &Weed, url: &str, run_id: &str) -> Vec<u8> {
+pub(crate) fn bucket_log(w: &Weed, url: &str, run_id: &str) -> Vec<u8> {
     let scratch = tempfile::tempdir().unwrap();
     tinyagent::replicate::fetch::fetch(&client(w, url), run_id, scratch.path())
         .unwrap_or_else(|e| panic!("fetch: {e}"))
@@ -107,7 +142,7 @@ fn bucket_log(w: &Weed, url: &str, run_id: &str) -> Vec<u8> {
 
 /// The seqs of the events a `--json` run printed (each printed event is
 /// acknowledged).
-fn printed(stdout: &[u8]) -> Vec<(u64, String)> {
+pub(crate) fn printed(stdout: &[u8]) -> Vec<(u64, String)> {
     String::from_utf8_lossy(stdout)
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
@@ -142,7 +177,7 @@ fn copy_tree(from: &Path, to: &Path) {
     assert!(st.success());
 }
 
-fn wal_d(wal: &Path) -> PathBuf {
+pub(crate) fn wal_d(wal: &Path) -> PathBuf {
     let mut s = wal.as_os_str().to_owned();
     s.push(".d");
     PathBuf::from(s)
@@ -151,7 +186,7 @@ fn wal_d(wal: &Path) -> PathBuf {
 /// Starts `cmd` (a run in `one`) with its stdout in `one`'s `stdout.jsonl`
 /// and its stderr in `stderr.txt`, and waits until its call `long` has
 /// started; gives the process and the stdout file.
-fn start_until_long(one: &Sandbox, mut cmd: Command) -> (std::process::Child, PathBuf) {
+pub(crate) fn start_until_long(one: &Sandbox, mut cmd: Command) -> (std::process::Child, PathBuf) {
     let out_path = one.path("stdout.jsonl");
     let mut child = cmd
         .stdout(std::fs::File::create(&out_path).unwrap())
@@ -194,6 +229,7 @@ fn lose_the_machine_and_resume_from_the_bucket_elsewhere() {
     let acked_seq = started_seq(&one.wal(), "long").unwrap();
     let before = contract::read(&one.wal());
     let id = run_id(&one.wal());
+    wait_lapsed(w, &url, &id);
     let shown = printed(&std::fs::read(&out_path).unwrap());
     assert!(shown.iter().any(|(s, _)| *s == acked_seq), "{shown:?}");
     // Keep a copy of the machine as it was, for the local resume to compare.
@@ -262,8 +298,8 @@ fn stopped_run(w: &Weed, url: &str, server: &MockServer) -> (Sandbox, String) {
 }
 
 /// Runs `cmd` (a run in `sb`), kills it once its call `long` has started,
-/// and gives its run id.
-fn stop_in_long_call(sb: &Sandbox, mut cmd: Command) -> String {
+/// and gives its run id once the killed writer's lease has run out.
+pub(crate) fn stop_in_long_call(sb: &Sandbox, mut cmd: Command) -> String {
     let mut child = cmd
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -274,6 +310,8 @@ fn stop_in_long_call(sb: &Sandbox, mut cmd: Command) -> String {
     });
     child.kill().unwrap();
     child.wait().unwrap();
+    // The lease the writer renewed last runs out at most LEASE_S after it.
+    std::thread::sleep(Duration::from_millis(LEASE_S * 1000 + 300));
     run_id(&sb.wal())
 }
 
@@ -334,10 +372,10 @@ fn two_resumers_at_once_one_wins_the_other_is_told_who_holds_the_run() {
 }
 
 #[test]
-fn a_paused_writer_whose_run_was_taken_over_stops_on_sigcont_without_acknowledging() {
-    let Some(w) =
-        weed("a_paused_writer_whose_run_was_taken_over_stops_on_sigcont_without_acknowledging")
-    else {
+fn a_writer_paused_past_its_lease_is_taken_over_and_stops_on_sigcont_without_acknowledging() {
+    let Some(w) = weed(
+        "a_writer_paused_past_its_lease_is_taken_over_and_stops_on_sigcont_without_acknowledging",
+    ) else {
         return;
     };
     let url = format!("{}/runs", w.bucket("paused-writer"));
@@ -359,6 +397,8 @@ fn a_paused_writer_whose_run_was_taken_over_stops_on_sigcont_without_acknowledgi
     let id = run_id(&one.wal());
     let shown_before = std::fs::read(&out_path).unwrap();
     let local_before = std::fs::read(one.wal()).unwrap();
+    // Paused past its lease: a plain resume takes the run over.
+    wait_lapsed(w, &url, &id);
     // Taken over elsewhere, and finished there.
     let two = Sandbox::new();
     let out = output(resume_cmd(&two, w, &format!("{url}/{id}"), ""));
@@ -640,6 +680,7 @@ fn small_segments_are_merged_as_the_run_goes() {
         mode: Mode::Sync,
         max_lag: Duration::from_secs(1),
         timeout: Duration::from_secs(20),
+        lease: Duration::from_secs(30),
     };
     let rep = Replicator::create_in(
         client(w, &url),
