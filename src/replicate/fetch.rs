@@ -107,7 +107,9 @@ pub fn manifest(bucket: &Bucket, run_id: &str) -> Result<(Manifest, UpdateVersio
 pub fn fetch(bucket: &Bucket, run_id: &str, scratch: &Path) -> Result<Fetched, FetchError> {
     let (manifest, version) = manifest(bucket, run_id)?;
     let run_prefix = bucket.url.key(run_id);
-    let mut log = Vec::with_capacity(manifest.log_len as usize);
+    // Grown as segments arrive and check: the manifest's own `log_len` is
+    // not trusted with an allocation.
+    let mut log = Vec::new();
     for s in &manifest.segments {
         let (bytes, _) = bucket
             .get(&format!("{run_prefix}/{}", s.key))
@@ -143,20 +145,16 @@ pub fn fetch(bucket: &Bucket, run_id: &str, scratch: &Path) -> Result<Fetched, F
         let Some(rel) = key.strip_prefix(&format!("{cp_prefix}/")) else {
             continue;
         };
-        let parts: Vec<&str> = rel.split('/').collect();
-        let ok = parts.len() == 3
-            && parts[0] == "objects"
-            && parts[1..].iter().all(|p| {
-                !p.is_empty()
-                    && !p.starts_with('.')
-                    && p.bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.' || b == b'_')
-            });
-        if !ok {
-            return Err(FetchError::refused(format!(
-                "{}/{run_id}: {key:?} is not a checkpoint store file",
-                bucket.url
-            )));
+        match super::store_file(rel) {
+            super::StoreFile::Object => {}
+            super::StoreFile::Derived => continue,
+            super::StoreFile::Other => {
+                return Err(FetchError::refused(format!(
+                    "{}/{run_id}: {key:?} is not a checkpoint object or pack; nothing was \
+                     taken over",
+                    bucket.url
+                )));
+            }
         }
         let (bytes, _) = bucket
             .get(&key)
@@ -420,8 +418,31 @@ pub fn write_store(git_dir: &Path, files: &[(String, Vec<u8>)]) -> Result<(), St
         let _ = std::fs::File::open(d).and_then(|f| f.sync_all());
     }
     if !files.is_empty() {
-        git.run(&["fsck", "--no-dangling", "--no-progress"], None)
-            .map_err(|e| format!("the stored checkpoint files do not make a sound store: {e}"))?;
+        // Every tree's paths too: an entry `.`, `..`, `.git` (in any case),
+        // empty or holding a `/` is an error, not fsck's default warning,
+        // so that no restore of any checkpoint can be steered by one.
+        let mut args = Vec::new();
+        for id in [
+            "hasDot",
+            "hasDotdot",
+            "hasDotgit",
+            "emptyName",
+            "fullPathname",
+            "badFilemode",
+            "duplicateEntries",
+            "nulInHeader",
+        ] {
+            args.push("-c".to_string());
+            args.push(format!("fsck.{id}=error"));
+        }
+        args.extend(["fsck", "--no-dangling", "--no-progress"].map(String::from));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        git.run(&args, None).map_err(|e| {
+            format!(
+                "the stored checkpoint files do not make a sound store: {}",
+                crate::text::first_line(&e.to_string(), 300)
+            )
+        })?;
     }
     Ok(())
 }

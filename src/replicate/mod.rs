@@ -42,6 +42,53 @@ pub const MANIFEST: &str = "manifest.json";
 pub const FAN_IN: usize = 16;
 /// A merged segment is at most this long (longer runs keep more segments).
 pub const MAX_SEGMENT: u64 = 256 << 20;
+/// A manifest naming a longer log, or more segments, is refused before
+/// anything is read or allocated for it.
+pub const MAX_LOG: u64 = 1 << 40;
+const MAX_SEGMENTS: usize = 100_000;
+
+/// What a checkpoint store file's name (relative to the store) is to a
+/// fetch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreFile {
+    /// A loose object (`objects/ab/<38 or 62 hex>`) or a pack and its index
+    /// (`objects/pack/pack-<hex>.pack`, `.idx`): shipped and fetched.
+    Object,
+    /// A pack's derived file (`.rev`, `.bitmap`, `.mtimes`), which git
+    /// makes again when it needs it: neither shipped nor fetched.
+    Derived,
+    /// Anything else (`objects/info/alternates`, a config, a hook): never
+    /// shipped, and a bucket that holds one is refused.
+    Other,
+}
+
+fn is_hex(s: &str, lens: &[usize]) -> bool {
+    lens.contains(&s.len())
+        && s.bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+}
+
+/// Sorts a checkpoint store file's name.
+pub fn store_file(rel: &str) -> StoreFile {
+    let parts: Vec<&str> = rel.split('/').collect();
+    match parts.as_slice() {
+        ["objects", "pack", name] => {
+            let Some((stem, ext)) = name.rsplit_once('.') else {
+                return StoreFile::Other;
+            };
+            let hex_ok = stem
+                .strip_prefix("pack-")
+                .is_some_and(|h| is_hex(h, &[40, 64]));
+            match (hex_ok, ext) {
+                (true, "pack" | "idx") => StoreFile::Object,
+                (true, "rev" | "bitmap" | "mtimes") => StoreFile::Derived,
+                _ => StoreFile::Other,
+            }
+        }
+        ["objects", dir, name] if is_hex(dir, &[2]) && is_hex(name, &[38, 62]) => StoreFile::Object,
+        _ => StoreFile::Other,
+    }
+}
 
 /// `sync` or `async`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -198,6 +245,14 @@ impl Manifest {
                 m.run_id
             ));
         }
+        if m.log_len > MAX_LOG || m.segments.len() > MAX_SEGMENTS {
+            return Err(format!(
+                "the manifest names a log of {} bytes in {} segments (at most {MAX_LOG} bytes \
+                 in {MAX_SEGMENTS} are read)",
+                m.log_len,
+                m.segments.len()
+            ));
+        }
         let mut at = 0u64;
         for s in &m.segments {
             let key_ok = s.key.starts_with("log/")
@@ -209,7 +264,7 @@ impl Manifest {
             if !key_ok {
                 return Err(format!("the manifest names a segment {:?}", s.key));
             }
-            if s.start != at || s.len == 0 {
+            if s.start != at || s.len == 0 || s.len > MAX_LOG {
                 return Err(format!(
                     "segment {} starts at byte {} (expected {at}) with {} bytes",
                     s.key, s.start, s.len
@@ -941,7 +996,10 @@ pub fn immutable_files(store: &Path) -> Vec<String> {
             if skip(&fname) || !f.file_type().is_ok_and(|t| t.is_file()) {
                 continue;
             }
-            out.push(format!("objects/{dname}/{fname}"));
+            let rel = format!("objects/{dname}/{fname}");
+            if store_file(&rel) == StoreFile::Object {
+                out.push(rel);
+            }
         }
     }
     out.sort();
@@ -995,22 +1053,57 @@ mod tests {
             std::fs::create_dir_all(o.join(p)).unwrap();
         }
         for f in [
-            "ab/cdef",
+            &format!("ab/{H38}"),
             "ab/tmp_obj_x",
-            "pack/pack-1.pack",
-            "pack/pack-1.idx",
+            &format!("pack/pack-{H40}.pack"),
+            &format!("pack/pack-{H40}.idx"),
+            &format!("pack/pack-{H40}.rev"),
             "pack/tmp_pack_y",
             "info/packs",
+            "info/alternates",
         ] {
             std::fs::write(o.join(f), b"x").unwrap();
         }
         assert_eq!(
             immutable_files(d.path()),
             [
-                "objects/ab/cdef",
-                "objects/pack/pack-1.idx",
-                "objects/pack/pack-1.pack"
+                format!("objects/ab/{H38}"),
+                format!("objects/pack/pack-{H40}.idx"),
+                format!("objects/pack/pack-{H40}.pack")
             ]
         );
+    }
+
+    const H38: &str = "0123456789abcdef0123456789abcdef012345";
+    const H40: &str = "0123456789abcdef0123456789abcdef01234567";
+
+    #[test]
+    fn only_objects_and_packs_are_store_files() {
+        use StoreFile::{Derived, Object, Other};
+        for (rel, kind) in [
+            (format!("objects/ab/{H38}"), Object),
+            (format!("objects/pack/pack-{H40}.pack"), Object),
+            (format!("objects/pack/pack-{H40}.idx"), Object),
+            (format!("objects/pack/pack-{H40}.rev"), Derived),
+            ("objects/info/alternates".into(), Other),
+            ("objects/info/packs".into(), Other),
+            ("objects/ab/cdef".into(), Other),
+            (format!("objects/AB/{H38}"), Other),
+            (format!("objects/pack/pack-{H40}.keep"), Other),
+            (format!("objects/pack/../{H38}"), Other),
+            ("config".into(), Other),
+            (format!("hooks/ab/{H38}"), Other),
+        ] {
+            assert_eq!(store_file(&rel), kind, "{rel}");
+        }
+    }
+
+    #[test]
+    fn a_forged_huge_log_len_is_refused_by_decode() {
+        let mut m = manifest_with(&[(0, 10)]);
+        m.segments[0].len = u64::MAX / 2;
+        m.log_len = u64::MAX / 2;
+        let e = Manifest::decode(&m.encode(), "r1").unwrap_err();
+        assert!(e.contains("at most"), "{e}");
     }
 }

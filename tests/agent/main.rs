@@ -32,6 +32,7 @@ mod model_retry;
 mod model_script;
 mod plan_e2e;
 mod replication;
+mod replication_forged;
 mod replication_lease;
 mod resume_e2e;
 mod sandbox_e2e;
