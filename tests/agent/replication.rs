@@ -487,6 +487,34 @@ fn sync_mode_stops_when_the_bucket_goes_away_with_nothing_unreplicated_acknowled
         2,
         "no request after the bucket went away"
     );
+    no_aws_setting_in(&own, &url, &one);
+}
+
+/// Neither the endpoint nor the region is in any file of `sb` (its log,
+/// `<wal>.d`, home) or in any object under `url`: the errors of a bucket
+/// that went away name neither.
+pub(crate) fn no_aws_setting_in(w: &Weed, url: &str, sb: &Sandbox) {
+    let endpoint = w.endpoint();
+    let host_port = endpoint.trim_start_matches("http://").to_string();
+    let needles = [host_port.as_str(), "us-east-1"];
+    for f in crate::support::e2e::all_files(sb.dir.path()) {
+        if f.starts_with(sb.ws()) || f.ends_with("stderr.txt") || f.ends_with("tinyagent.toml") {
+            continue;
+        }
+        let text = String::from_utf8_lossy(&std::fs::read(&f).unwrap_or_default()).to_string();
+        for n in needles {
+            assert!(!text.contains(n), "{n} in {}", f.display());
+        }
+    }
+    let c = client(w, url);
+    let (bucket, prefix) = url.trim_start_matches("s3://").split_once('/').unwrap();
+    for (key, _) in w.objects(&format!("s3://{bucket}"), prefix) {
+        let (bytes, _) = c.get(&key).unwrap();
+        let text = String::from_utf8_lossy(&bytes);
+        for n in needles {
+            assert!(!text.contains(n), "{n} in {key}");
+        }
+    }
 }
 
 #[test]
@@ -535,6 +563,7 @@ fn async_mode_finishes_while_the_bucket_is_away_and_catches_up() {
         bucket_log(&own, &url, &id),
         std::fs::read(one.wal()).unwrap()
     );
+    no_aws_setting_in(&own, &url, &one);
 }
 
 #[test]
@@ -552,10 +581,24 @@ fn sessions_lists_the_runs_in_a_bucket_and_a_forged_segment_is_refused() {
         MockReply::text("done"),
     ]);
     let one = Sandbox::new();
-    let out = output(run_cmd(&one, w, &server.base_url(), &url, ""));
+    // A region no other text holds, to look for.
+    let region = "tinyagent-test-region-7";
+    let mut c = run_cmd(&one, w, &server.base_url(), &url, "");
+    c.env("AWS_REGION", region);
+    let out = output(c);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let id = run_id(&one.wal());
-    // The bucket's keys reached no tool, no file and no object.
+    // No AWS setting (keys, endpoint, region) reached a tool, a file or an
+    // object.
+    let endpoint = w.endpoint();
+    let port = endpoint.rsplit(':').next().unwrap();
+    let settings = [
+        s3::SECRET_KEY,
+        s3::ACCESS_KEY,
+        endpoint.as_str(),
+        &format!("127.0.0.1:{port}"),
+        region,
+    ];
     let log = std::fs::read_to_string(one.wal()).unwrap();
     assert!(
         log.contains("AWS=\\n") || log.contains("AWS="),
@@ -564,20 +607,17 @@ fn sessions_lists_the_runs_in_a_bucket_and_a_forged_segment_is_refused() {
     for f in crate::support::e2e::all_files(one.dir.path()) {
         let bytes = std::fs::read(&f).unwrap_or_default();
         let text = String::from_utf8_lossy(&bytes);
-        assert!(
-            !text.contains(s3::SECRET_KEY) && !text.contains(s3::ACCESS_KEY),
-            "a key in {}",
-            f.display()
-        );
+        for v in settings {
+            assert!(!text.contains(v), "{v} in {}", f.display());
+        }
     }
     let c = client(w, &url);
     for (key, _) in w.objects(&url.replace("/team", ""), "team") {
         let (bytes, _) = c.get(&key).unwrap();
         let text = String::from_utf8_lossy(&bytes);
-        assert!(
-            !text.contains(s3::SECRET_KEY) && !text.contains(s3::ACCESS_KEY),
-            "{key}"
-        );
+        for v in settings {
+            assert!(!text.contains(v), "{v} in {key}");
+        }
     }
     let mut c = Command::new(bin());
     c.arg("sessions").arg(&url).arg("--json");
