@@ -140,6 +140,16 @@ pub struct Bucket {
     /// How long one call keeps retrying.
     pub timeout: Duration,
     pub url: Url,
+    /// Puts made (each call once, whatever its retries), and of them the
+    /// lease's: what benches/replicate.rs counts per sync point.
+    puts: Arc<Puts>,
+}
+
+/// Counts of puts, see [`Bucket::puts`].
+#[derive(Debug, Default)]
+struct Puts {
+    all: std::sync::atomic::AtomicU64,
+    lease: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Bucket {
@@ -266,6 +276,7 @@ impl Bucket {
             rt: Some(rt),
             timeout,
             url: url.clone(),
+            puts: Arc::default(),
         })
     }
 
@@ -336,6 +347,12 @@ impl Bucket {
         })
     }
 
+    /// The puts this client has made: all of them, and the lease's.
+    pub fn puts(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (self.puts.all.load(Relaxed), self.puts.lease.load(Relaxed))
+    }
+
     /// Stores `bytes` at `key` (`mode`: overwrite, create, update).
     ///
     /// # Errors
@@ -361,6 +378,11 @@ impl Bucket {
         mode: PutMode,
         timeout: Duration,
     ) -> Result<UpdateVersion, BucketError> {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.puts.all.fetch_add(1, Relaxed);
+        if key.ends_with(&format!("/{}", super::lease::LEASE)) {
+            self.puts.lease.fetch_add(1, Relaxed);
+        }
         let path = ObjPath::from(key);
         let payload = PutPayload::from(bytes);
         let what = format!("storing {key}");
@@ -466,6 +488,9 @@ impl Bucket {
     /// # Errors
     /// The first failure.
     pub fn put_many(&self, items: Vec<(String, Vec<u8>)>) -> Result<(), BucketError> {
+        self.puts
+            .all
+            .fetch_add(items.len() as u64, std::sync::atomic::Ordering::Relaxed);
         for chunk in items.chunks(16) {
             let calls: Vec<_> = chunk
                 .iter()

@@ -570,6 +570,11 @@ impl Replicator {
         &self.inner.settings.url
     }
 
+    /// The puts made so far, all and the lease's ([`Bucket::puts`]).
+    pub fn puts(&self) -> (u64, u64) {
+        self.inner.bucket.puts()
+    }
+
     /// Ends replication: async mode waits (up to the timeout) for the
     /// shipper to catch up; then the manifest records how the run ended.
     /// Returns warnings for the person.
