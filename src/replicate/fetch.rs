@@ -242,7 +242,11 @@ pub fn check_lease(
             crate::report::err_line(&format!("warning: {e}; taken over anyway (--take-over)"));
             return Ok(());
         }
-        Err(e) => return Err(FetchError::refused(e)),
+        Err(e) => {
+            return Err(FetchError::refused(format!(
+                "{e}; whether its writer is alive cannot be told: --take-over takes the run anyway"
+            )));
+        }
     };
     let Some((lease, _)) = lease else {
         return Ok(());
