@@ -6,6 +6,12 @@
 //!   record (write + fdatasync), without replication, with sync replication
 //!   (its segment and the manifest stored before the append returns), and
 //!   with async replication (the append only notes the new length).
+//! - `puts_per_sync_point` (printed): the bucket puts that 400 sync points
+//!   in sync mode make (a segment and a manifest each, and a merge every
+//!   16), with the lease renewed on its own clock: how many of them are the
+//!   lease's, with the default lease (30 s: a renewal every 10 s) and with a
+//!   1 s one (a renewal every 333 ms). A sync point itself never puts the
+//!   lease while the renewer keeps it.
 //! - `bucket_for_a_long_run` (printed, not criterion): a synthetic run of
 //!   10,000 steps (about 40,000 records, each its own sync point) appended
 //!   through a store replicating in sync mode; the objects and bytes the
@@ -41,13 +47,28 @@ fn settings(url: &str, mode: Mode) -> Settings {
         mode,
         max_lag: Duration::from_secs(1),
         timeout: Duration::from_secs(30),
+        lease: Duration::from_secs(30),
     }
 }
 
 /// A store at `wal` replicating (or not, `mode` None) to `url` on `w`.
 fn store(w: &s3::Weed, url: &str, wal: &Path, mode: Option<Mode>) -> (Store, Option<Replicator>) {
+    store_leased(w, url, wal, mode, Duration::from_secs(30))
+}
+
+/// [`store`] with a lease of `lease`.
+fn store_leased(
+    w: &s3::Weed,
+    url: &str,
+    wal: &Path,
+    mode: Option<Mode>,
+    lease: Duration,
+) -> (Store, Option<Replicator>) {
     let rep = mode.map(|m| {
-        let s = settings(url, m);
+        let s = Settings {
+            lease,
+            ..settings(url, m)
+        };
         let creds = Credentials {
             key_id: Some(s3::ACCESS_KEY.into()),
             secret: Some(s3::SECRET_KEY.into()),
@@ -90,6 +111,42 @@ fn sync_point(c: &mut Criterion, w: &s3::Weed, dir: &Path) {
     g.finish();
 }
 
+fn puts_per_sync_point(w: &s3::Weed, dir: &Path) {
+    let url = format!("{}/puts", w.bucket("bench-puts"));
+    for lease_s in [30, 1] {
+        let wal = dir.join(format!("puts-{lease_s}.wal"));
+        let (mut s, rep) = store_leased(
+            w,
+            &url,
+            &wal,
+            Some(Mode::Sync),
+            Duration::from_secs(lease_s),
+        );
+        let rep = rep.expect("replicating");
+        let (all0, lease0) = rep.puts();
+        let t0 = Instant::now();
+        let n = 400u64;
+        for step in 1..=n {
+            s.append(step_saved(step)).expect("append");
+        }
+        let took = t0.elapsed();
+        let (all, lease) = rep.puts();
+        println!(
+            "puts_per_sync_point (lease_s = {lease_s}): {n} sync points in {:.2} s ({:.2} ms \
+             each): {} puts, {:.3} per sync point; {} of them the lease's, renewed on its own \
+             clock ({:.3} per sync point)",
+            took.as_secs_f64(),
+            took.as_secs_f64() * 1000.0 / n as f64,
+            all - all0,
+            (all - all0) as f64 / n as f64,
+            lease - lease0,
+            (lease - lease0) as f64 / n as f64,
+        );
+        drop(s);
+        drop(rep);
+    }
+}
+
 fn long_run(w: &s3::Weed, dir: &Path, steps: u64) {
     let bucket = w.bucket("bench-long-run");
     let url = format!("{bucket}/long");
@@ -114,8 +171,8 @@ fn long_run(w: &s3::Weed, dir: &Path, steps: u64) {
     let log = std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
     println!(
         "bucket_for_a_long_run: {steps} steps, {} records ({} sync points) in {:.1} s \
-         ({:.2} ms per sync point); the bucket holds {} objects ({segments} log segments + \
-         the manifest), {bytes} bytes, for a log of {log} bytes",
+         ({:.2} ms per sync point); the bucket holds {} objects ({segments} log segments, \
+         the manifest and the lease), {bytes} bytes, for a log of {log} bytes",
         run.events.len(),
         run.events.len(),
         took.as_secs_f64(),
@@ -145,5 +202,15 @@ fn main() {
         .configure_from_args();
     sync_point(&mut c, &w, dir.path());
     c.final_summary();
-    long_run(&w, dir.path(), if quick { 100 } else { 10_000 });
+    puts_per_sync_point(&w, dir.path());
+    // TINYAGENT_BENCH_STEPS: a shorter long run (a bench built without
+    // optimisation).
+    let steps = std::env::var("TINYAGENT_BENCH_STEPS")
+        .ok()
+        .and_then(|s| s.parse().ok());
+    long_run(
+        &w,
+        dir.path(),
+        steps.unwrap_or(if quick { 100 } else { 10_000 }),
+    );
 }

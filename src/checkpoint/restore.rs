@@ -31,6 +31,12 @@ pub struct RestoreIntent {
     pub last: String,
     #[serde(default)]
     pub before: String,
+    /// A run fetched from a bucket, whose workspace is made equal to the
+    /// log's last checkpoint (`tree`) before anything else is done with
+    /// it: there is no `workspace.restored` record, the log's last
+    /// checkpoint is what the intent is checked against.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fetched: bool,
 }
 
 /// The restore intent file of a log.

@@ -21,6 +21,14 @@ struct Row {
     epoch: u64,
     log_bytes: u64,
     updated: Option<String>,
+    /// `live` (its writer's lease runs until `lease_until`), `lapsed` (it
+    /// ran out then: the writer stopped), `released` (the run ended) or
+    /// `none` (no lease stored).
+    lease: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lease_until: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    holder: Option<String>,
     url: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
@@ -57,6 +65,9 @@ pub fn sessions(url: &str, json: bool, out: &mut dyn Write) -> Result<i32, CliEr
                 log_bytes: m.log_len,
                 updated: Some(m.updated),
                 error: None,
+                lease: String::new(),
+                lease_until: None,
+                holder: None,
             },
             Err(fetch::FetchError::NotStored(_)) => continue,
             Err(e) => Row {
@@ -72,15 +83,19 @@ pub fn sessions(url: &str, json: bool, out: &mut dyn Write) -> Result<i32, CliEr
                 log_bytes: 0,
                 updated: None,
                 error: Some(e.to_string()),
+                lease: String::new(),
+                lease_until: None,
+                holder: None,
             },
         };
-        rows.push(row);
+        rows.push(with_lease(&bucket, row));
     }
     rows.sort_by(|a, b| {
         (b.started_at.as_deref(), b.run_id.as_str())
             .cmp(&(a.started_at.as_deref(), a.run_id.as_str()))
     });
     let io = |e: std::io::Error| CliError::new(1, format!("cannot write the list: {e}"));
+
     if json {
         serde_json::to_writer(&mut *out, &rows).map_err(|e| CliError::new(1, e.to_string()))?;
         writeln!(out).map_err(io)?;
@@ -108,6 +123,32 @@ pub fn sessions(url: &str, json: bool, out: &mut dyn Write) -> Result<i32, CliEr
             (None, None) => String::new(),
         };
         writeln!(out, "    {}  {detail}", r.url).map_err(io)?;
+        let lease = match (r.lease.as_str(), &r.lease_until, &r.holder) {
+            ("live", Some(t), Some(h)) => format!("live: {h}, lease until {t}"),
+            ("lapsed", Some(t), Some(h)) => format!("lapsed: {h} stopped renewing, at {t}"),
+            (other, _, _) => other.to_string(),
+        };
+        writeln!(out, "    lease {lease}").map_err(io)?;
     }
     Ok(0)
+}
+
+/// `row` with what its run's lease says now.
+fn with_lease(bucket: &crate::replicate::bucket::Bucket, mut row: Row) -> Row {
+    use crate::replicate::lease::{self, Held};
+    match lease::read(bucket, &row.run_id) {
+        Ok(Some((l, _))) => {
+            let (state, until) = match l.held(std::time::SystemTime::now()) {
+                Held::Live(t) => ("live", Some(lease::stamp(t))),
+                Held::Lapsed(t) => ("lapsed", Some(lease::stamp(t))),
+                Held::Released => ("released", None),
+            };
+            row.lease = state.into();
+            row.lease_until = until;
+            row.holder = Some(l.holder());
+        }
+        Ok(None) => row.lease = "none".into(),
+        Err(e) => row.lease = format!("unreadable ({e})"),
+    }
+    row
 }

@@ -61,6 +61,8 @@ pub struct ReplicateSection {
     pub mode: Option<String>,
     pub max_lag_ms: Option<u64>,
     pub timeout_s: Option<u64>,
+    /// How long a writer's lease lasts unrenewed (default 30).
+    pub lease_s: Option<u64>,
 }
 
 /// `[approvals]`: which calls the person is asked about first.

@@ -119,6 +119,14 @@ pub fn reattach(
     let bucket =
         crate::replicate::connect(&settings, &credentials()).map_err(LaunchError::refused)?;
     let (m, version) = fetch::manifest(&bucket, run_id).map_err(from_fetch)?;
+    // This machine's own writer of this log, killed (its pid is gone), need
+    // not be waited for.
+    let gone = crate::replicate::lease::read(&bucket, run_id)
+        .ok()
+        .flatten()
+        .filter(|(l, _)| l.host == crate::replicate::lease::host() && !pid_alive(l.pid))
+        .map(|(l, _)| l.writer);
+    fetch::check_lease(&bucket, run_id, args.take_over, gone.as_deref()).map_err(from_fetch)?;
     fetch::local_holds(wal, &m).map_err(|why| {
         LaunchError::refused(format!(
             "{}: {why}; resume it from the bucket instead: tinyagent resume {}/{run_id} (with \
@@ -142,6 +150,17 @@ pub fn reattach(
         taken.settings.url, taken.manifest.epoch
     ));
     Ok(Replicator::resume(taken, wal))
+}
+
+/// Is process `pid` running on this machine?
+fn pid_alive(pid: u32) -> bool {
+    let Ok(pid) = i32::try_from(pid) else {
+        return false;
+    };
+    !matches!(
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None),
+        Err(nix::errno::Errno::ESRCH)
+    )
 }
 
 /// Does `resume` name a run in a bucket?
@@ -236,11 +255,40 @@ fn is_empty_dir(dir: &Path) -> Result<bool, LaunchError> {
     Ok(it.next().is_none())
 }
 
+/// The staging directory of a resume from a bucket,
+/// `$TINYAGENT_HOME/runs/.incoming-<run_id>`: removed when dropped. Its
+/// name is the run's, so that a resume cut short after taking the run over
+/// is found again by the next one (its `writer` file names the writer it
+/// took the run over as, and its log is moved into place if the kill came
+/// between the two renames).
+struct Staging(PathBuf);
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn staging_path(runs: &Path, run_id: &str) -> PathBuf {
+    runs.join(format!(".incoming-{run_id}"))
+}
+
+/// What `resume s3://…` found.
+pub enum Stage {
+    /// The run, fetched and checked, not yet taken over.
+    Fetched(Box<Staged>),
+    /// This machine has the run already, from this bucket: an earlier
+    /// `resume s3://…` of it (finished, or cut short at any point after it
+    /// took the run over) is carried on as `resume <wal>`, which finishes a
+    /// restore it left pending before anything else.
+    Here(PathBuf),
+}
+
 /// A run fetched from a bucket into a staging directory beside where `run`
 /// keeps logs, checked, not yet taken over: nothing of it is in place and
 /// the bucket is as it was. Dropped, it leaves nothing behind.
 pub struct Staged {
-    staging: tempfile::TempDir,
+    staging: Staging,
     /// The fetched log, in the staging directory.
     log: PathBuf,
     run_id: String,
@@ -249,7 +297,7 @@ pub struct Staged {
     pub workspace: PathBuf,
     /// The run's first record, as the fetched log holds it.
     pub run: crate::event::RunStarted,
-    tree: Option<String>,
+    tree: Option<crate::session::CheckpointMark>,
     settings: Settings,
     bucket: crate::replicate::bucket::Bucket,
     fetched: fetch::Fetched,
@@ -268,7 +316,7 @@ pub fn stage_for_resume(
     args: &ResumeArgs,
     spec: &str,
     local: &Config,
-) -> Result<Staged, LaunchError> {
+) -> Result<Stage, LaunchError> {
     let (url, run_id) = fetch::parse_run_url(spec).map_err(LaunchError::refused)?;
     let settings = Settings::resolve(
         Some(&url.to_string()),
@@ -289,6 +337,10 @@ pub fn stage_for_resume(
     let runs = super::parts::home()?.join("runs");
     let wal = runs.join(format!("{run_id}.wal"));
     let wal_d = super::parts::process_dir(&wal);
+    let incoming = staging_path(&runs, &run_id);
+    if let Some(wal) = here_already(&wal, &incoming, &run_id, &settings, &workspace)? {
+        return Ok(Stage::Here(wal));
+    }
     if wal.exists() || wal_d.exists() {
         return Err(LaunchError::refused(format!(
             "{} exists: this machine has the run already; resume it with `tinyagent resume {}`",
@@ -298,25 +350,29 @@ pub fn stage_for_resume(
     }
     let bucket =
         crate::replicate::connect(&settings, &credentials()).map_err(LaunchError::refused)?;
+    // A resume of this run killed here after it took the run over left its
+    // writer's id: that writer, its pid gone, is not waited for.
+    let gone = std::fs::read_to_string(incoming.join("writer"))
+        .ok()
+        .and_then(|w| killed_here(&bucket, &run_id, w.trim()));
+    fetch::check_lease(&bucket, &run_id, args.take_over, gone.as_deref()).map_err(from_fetch)?;
     tinyagent_store::fsutil::create_dir_all_durable(&runs)
         .map_err(|e| LaunchError::failed(format!("{}: {e}", runs.display())))?;
-    let staging = tempfile::Builder::new()
-        .prefix(".incoming-")
-        .tempdir_in(&runs)
-        .map_err(|e| LaunchError::failed(format!("{}: {e}", runs.display())))?;
-    let fetched = fetch::fetch(&bucket, &run_id, staging.path()).map_err(from_fetch)?;
-    let staged = staging.path().join(format!("{run_id}.wal"));
+    // What a resume cut short before its take-over left is its own staging.
+    let _ = std::fs::remove_dir_all(&incoming);
+    std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
+        .create(&incoming)
+        .map_err(|e| LaunchError::failed(format!("{}: {e}", incoming.display())))?;
+    let staging = Staging(incoming);
+    let fetched = fetch::fetch(&bucket, &run_id, &staging.0).map_err(from_fetch)?;
+    let staged = staging.0.join(format!("{run_id}.wal"));
     tinyagent_store::fsutil::atomic_write(&staged, &fetched.log)
         .map_err(|e| LaunchError::failed(format!("{}: {e}", staged.display())))?;
     let git_dir = crate::checkpoint::store_dir(&staged);
     fetch::write_store(&git_dir, &fetched.files)
         .map_err(|e| LaunchError::refused(format!("{}/{run_id}: {e}", settings.url)))?;
     let loaded = crate::store::load(&staged)?;
-    let tree = loaded
-        .state
-        .last_checkpoint
-        .as_ref()
-        .map(|c| c.tree.clone());
+    let tree = loaded.state.last_checkpoint.clone();
     if !is_empty_dir(&workspace)? {
         let here = match &tree {
             Some(_) => crate::checkpoint::Checkpointer::for_store(
@@ -329,7 +385,7 @@ pub fn stage_for_resume(
             .map(|t| t.tree),
             None => None,
         };
-        if here.is_none() || here != tree {
+        if here.is_none() || here.as_ref() != tree.as_ref().map(|c| &c.tree) {
             return Err(LaunchError::refused(format!(
                 "--cwd {} is not empty and does not hold the run's last checkpoint; resume \
                  from a bucket into an empty directory",
@@ -343,7 +399,7 @@ pub fn stage_for_resume(
             settings.url
         ))
     })?;
-    Ok(Staged {
+    Ok(Stage::Fetched(Box::new(Staged {
         staging,
         log: staged,
         run_id,
@@ -354,7 +410,71 @@ pub fn stage_for_resume(
         settings,
         bucket,
         fetched,
-    })
+    })))
+}
+
+/// The writer `writer`, if the lease of `run_id` names it on this machine
+/// with a pid that is gone.
+fn killed_here(
+    bucket: &crate::replicate::bucket::Bucket,
+    run_id: &str,
+    writer: &str,
+) -> Option<String> {
+    let (l, _) = crate::replicate::lease::read(bucket, run_id).ok()??;
+    (l.writer == writer && l.host == crate::replicate::lease::host() && !pid_alive(l.pid))
+        .then_some(l.writer)
+}
+
+/// The run's log on this machine, when an earlier `resume s3://…` of it
+/// from this same bucket into this same workspace put it here (the sidecar
+/// beside it, which this machine vouches for, says so). A kill between the
+/// two renames that put it in place left the log in the staging directory:
+/// it is moved in now.
+///
+/// # Errors
+/// A sidecar this machine did not write, or of another bucket or
+/// workspace; a log that cannot be moved into place.
+fn here_already(
+    wal: &Path,
+    incoming: &Path,
+    run_id: &str,
+    settings: &Settings,
+    workspace: &Path,
+) -> Result<Option<PathBuf>, LaunchError> {
+    let Some(sc) = read_sidecar(wal, run_id)? else {
+        return Ok(None);
+    };
+    let same_ws = sc
+        .workspace
+        .as_deref()
+        .and_then(|w| std::fs::canonicalize(w).ok())
+        .is_some_and(|w| w == workspace);
+    if sc.url != settings.url.to_string() || !same_ws {
+        return Err(LaunchError::refused(format!(
+            "{} exists, replicating to {} in {}: this machine has the run already; resume it \
+             with `tinyagent resume {}`",
+            wal.display(),
+            sc.url,
+            sc.workspace.as_deref().unwrap_or("its own workspace"),
+            wal.display()
+        )));
+    }
+    if !wal.exists() {
+        let staged = incoming.join(format!("{run_id}.wal"));
+        if !staged.is_file() {
+            return Ok(None);
+        }
+        std::fs::rename(&staged, wal)
+            .and_then(|()| tinyagent_store::fsutil::sync_parent_dir(wal))
+            .map_err(|e| LaunchError::failed(format!("moving the fetched run into place: {e}")))?;
+    }
+    let _ = std::fs::remove_dir_all(incoming);
+    crate::report::err_line(&format!(
+        "this machine has run {run_id} from {} already: resuming {}",
+        settings.url,
+        wal.display()
+    ));
+    Ok(Some(wal.to_path_buf()))
 }
 
 impl Staged {
@@ -385,8 +505,13 @@ impl Staged {
             workspace: Some(workspace.display().to_string()),
         };
         write_sidecar(&staged, &run_id, &sc)?;
-        let taken = fetch::take_over(bucket, settings, &fetched, &crate::replicate::writer_id())
-            .map_err(from_fetch)?;
+        // The writer this takes the run over as, recorded first: a rerun
+        // after a kill knows the lease it finds as its own.
+        let writer = crate::replicate::writer_id();
+        let fail = |e: std::io::Error| LaunchError::failed(format!("{}: {e}", staging.0.display()));
+        tinyagent_store::fsutil::atomic_write(&staging.0.join("writer"), writer.as_bytes())
+            .map_err(fail)?;
+        let taken = fetch::take_over(bucket, settings, &fetched, &writer).map_err(from_fetch)?;
         // The log's time is its last record's (what a resume says about when
         // the run stopped).
         if let Some(t) = last_ts(&staged)
@@ -395,23 +520,38 @@ impl Staged {
             let _ = f.set_modified(t);
             let _ = f.sync_all();
         }
+        // The restore intent goes before the log: once the log is in
+        // place, the workspace is restored before anything else is done
+        // with it, whoever resumes it (this process, or after a kill the
+        // same `resume s3://…` or `resume <wal>`), so no checkpoint is ever
+        // taken of a half-restored workspace.
+        let intent = tree
+            .as_ref()
+            .map(|c| crate::checkpoint::restore::RestoreIntent {
+                run_id: run_id.clone(),
+                tree: c.tree.clone(),
+                step: c.step,
+                workspace: workspace.display().to_string(),
+                last: c.tree.clone(),
+                before: String::new(),
+                fetched: true,
+            });
+        if let Some(intent) = &intent {
+            crate::checkpoint::restore::write_intent(&staged, intent)
+                .map_err(|e| LaunchError::failed(e.to_string()))?;
+        }
         let io = |e: std::io::Error| {
             LaunchError::failed(format!("moving the fetched run into place: {e}"))
         };
+        // The directory first: a kill between the two leaves the log in
+        // the staging directory, which the rerun moves in.
         std::fs::rename(super::parts::process_dir(&staged), &wal_d).map_err(io)?;
+        tinyagent_store::fsutil::sync_parent_dir(&wal_d).map_err(io)?;
         std::fs::rename(&staged, &wal).map_err(io)?;
         tinyagent_store::fsutil::sync_parent_dir(&wal).map_err(io)?;
         drop(staging);
-        if let Some(tree) = &tree {
-            let mut protected = crate::exec::protected::Protected::none();
-            protected.add_log(&wal);
-            crate::checkpoint::restore::restore(
-                &crate::checkpoint::store_dir(&wal),
-                &workspace,
-                tree,
-                &protected,
-            )
-            .map_err(|e| LaunchError::failed(format!("restoring {}: {e}", workspace.display())))?;
+        if let Some(intent) = &intent {
+            finish_fetched(&wal, intent)?;
         }
         crate::report::err_line(&format!(
             "fetched run {run_id} from {} ({} bytes of log, {} checkpoint files) into {}; the \
@@ -428,4 +568,33 @@ impl Staged {
             taken,
         })
     }
+}
+
+/// Makes the workspace of a run fetched from a bucket equal to its last
+/// checkpoint, as the intent beside its log says (checked first by
+/// [`super::rewind::pending`] when a kill cut this short), then removes the
+/// intent.
+pub fn finish_fetched(
+    wal: &Path,
+    intent: &crate::checkpoint::restore::RestoreIntent,
+) -> Result<(), LaunchError> {
+    let workspace = PathBuf::from(&intent.workspace);
+    let mut protected = crate::exec::protected::Protected::none();
+    protected.add_log(wal);
+    let done = crate::checkpoint::restore::restore(
+        &crate::checkpoint::store_dir(wal),
+        &workspace,
+        &intent.tree,
+        &protected,
+    )
+    .map_err(|e| super::parts::checkpoint_error("restoring the workspace", &e))?;
+    crate::checkpoint::restore::clear_intent(wal)
+        .map_err(|e| LaunchError::failed(e.to_string()))?;
+    crate::report::err_line(&format!(
+        "restored {} to the run's last checkpoint (step {}, {} paths)",
+        workspace.display(),
+        intent.step,
+        done.changed
+    ));
+    Ok(())
 }

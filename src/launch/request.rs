@@ -226,6 +226,10 @@ pub struct ResumeArgs {
     /// Go on without the hooks the log was written with.
     #[arg(long)]
     pub no_hooks: bool,
+    /// Take a run in a bucket over even while its writer's lease is live
+    /// (that writer stops at its next sync point).
+    #[arg(long)]
+    pub take_over: bool,
     #[command(flatten)]
     pub session: SessionFlags,
 }

@@ -240,18 +240,27 @@ pub fn open(args: &ResumeArgs, chat: bool) -> Result<super::Opened, LaunchError>
     let (fetched, local_args);
     let args = if is_bucket(args.log()) {
         let spec = args.log().to_string_lossy().to_string();
-        let staged = super::bucket::stage_for_resume(args, &spec, &local)?;
-        check_staged(&staged, args, chat, &local)?;
-        let f = staged.take_over()?;
+        let wal = match super::bucket::stage_for_resume(args, &spec, &local)? {
+            super::bucket::Stage::Fetched(staged) => {
+                check_staged(&staged, args, chat, &local)?;
+                let f = staged.take_over()?;
+                let wal = f.wal.clone();
+                fetched = Some(f);
+                wal
+            }
+            super::bucket::Stage::Here(wal) => {
+                fetched = None;
+                wal
+            }
+        };
         local_args = ResumeArgs {
-            path: Some(f.wal.clone()),
+            path: Some(wal),
             session: super::request::SessionFlags {
                 cwd: None,
                 ..args.session.clone()
             },
             ..args.clone()
         };
-        fetched = Some(f);
         &local_args
     } else {
         fetched = None;
@@ -405,8 +414,14 @@ pub fn open(args: &ResumeArgs, chat: bool) -> Result<super::Opened, LaunchError>
         .or_else(|| crate::agent::resume::recorded_container(store.state()));
     crate::report::err_line(&format!("log: {}", wal.display()));
     // A `fork --restore` a kill cut short is finished before anything else.
-    if let Some(record) = &pending_restore {
-        super::rewind::finish_record(&wal, &config.workspace, record)?;
+    match &pending_restore {
+        Some(super::rewind::Pending::Fork(record)) => {
+            super::rewind::finish_record(&wal, &config.workspace, record)?;
+        }
+        Some(super::rewind::Pending::Fetched(intent)) => {
+            super::bucket::finish_fetched(&wal, intent)?;
+        }
+        None => {}
     }
     let processes = ProcessTable::new(process_dir(&wal));
     processes.continue_after(store.state().processes.keys().map(String::as_str));

@@ -197,6 +197,7 @@ pub fn prepare(
         workspace: workspace.clone(),
         last: spec.last.clone(),
         before: before.clone(),
+        fetched: false,
     };
     let record = WorkspaceRestored {
         step: spec.step,
@@ -241,7 +242,7 @@ fn restore_record(wal: &Path) -> Result<(RunStarted, Option<WorkspaceRestored>),
 /// A restore a kill cut short, checked: the intent beside `wal` matches the
 /// log's own `workspace.restored` record and `workspace` is the one that
 /// record names. `None`: nothing pending. Nothing is changed.
-pub fn pending(wal: &Path, workspace: &Path) -> Result<Option<WorkspaceRestored>, LaunchError> {
+pub fn pending(wal: &Path, workspace: &Path) -> Result<Option<Pending>, LaunchError> {
     let Some(intent) = restore::read_intent(wal).map_err(|e| {
         LaunchError::refused(format!("{e}; remove it to go on without that restore"))
     })?
@@ -249,6 +250,9 @@ pub fn pending(wal: &Path, workspace: &Path) -> Result<Option<WorkspaceRestored>
         return Ok(None);
     };
     let path = restore::intent_path(wal);
+    if intent.fetched {
+        return pending_fetch(wal, workspace, intent).map(|i| Some(Pending::Fetched(i)));
+    }
     let (first, record) = restore_record(wal)?;
     let refuse = |why: &str| {
         LaunchError::refused(format!(
@@ -276,17 +280,69 @@ pub fn pending(wal: &Path, workspace: &Path) -> Result<Option<WorkspaceRestored>
             workspace.display()
         )));
     }
-    Ok(Some(record))
+    Ok(Some(Pending::Fork(record)))
+}
+
+/// A restore a kill cut short, checked against the log.
+#[derive(Debug)]
+pub enum Pending {
+    /// A fork's restore, as its `workspace.restored` record says.
+    Fork(WorkspaceRestored),
+    /// A run fetched from a bucket: its workspace made equal to its last
+    /// checkpoint.
+    Fetched(restore::RestoreIntent),
+}
+
+/// A fetched run's intent is carried out only for the run of the log it
+/// sits beside, for the log's last checkpoint, in the workspace this
+/// resume uses (the one this machine's sidecar names).
+fn pending_fetch(
+    wal: &Path,
+    workspace: &Path,
+    intent: restore::RestoreIntent,
+) -> Result<restore::RestoreIntent, LaunchError> {
+    let path = restore::intent_path(wal);
+    let refuse = |why: String| {
+        LaunchError::refused(format!(
+            "{}: {why}; it is not carried out (remove it to go on without it)",
+            path.display()
+        ))
+    };
+    let loaded = crate::store::load(wal)?;
+    let run_id = loaded.state.run.as_ref().map(|r| r.run_id.clone());
+    let last = loaded
+        .state
+        .last_checkpoint
+        .as_ref()
+        .map(|c| c.tree.clone());
+    if run_id.as_deref() != Some(intent.run_id.as_str()) || last.as_deref() != Some(&intent.tree) {
+        return Err(refuse(
+            "a restore intent that names neither this run nor its last checkpoint".into(),
+        ));
+    }
+    let real = std::fs::canonicalize(workspace).ok();
+    if real.is_none() || real != std::fs::canonicalize(&intent.workspace).ok() {
+        return Err(refuse(format!(
+            "the intent is for {}, not this run's workspace {}",
+            intent.workspace,
+            workspace.display()
+        )));
+    }
+    Ok(intent)
 }
 
 /// Finishes the restore pending beside `wal` (the fork) in `workspace`, if
 /// any: checked ([`pending`]), carried out as its record says, the intent
 /// removed.
 pub fn finish(wal: &Path, workspace: &Path) -> Result<Option<Done>, LaunchError> {
-    let Some(record) = pending(wal, workspace)? else {
-        return Ok(None);
-    };
-    finish_record(wal, workspace, &record).map(Some)
+    match pending(wal, workspace)? {
+        None => Ok(None),
+        Some(Pending::Fork(record)) => finish_record(wal, workspace, &record).map(Some),
+        Some(Pending::Fetched(intent)) => {
+            super::bucket::finish_fetched(wal, &intent)?;
+            Ok(None)
+        }
+    }
 }
 
 /// Carries out a checked pending restore.

@@ -140,6 +140,16 @@ pub struct Bucket {
     /// How long one call keeps retrying.
     pub timeout: Duration,
     pub url: Url,
+    /// Puts made (each call once, whatever its retries), and of them the
+    /// lease's: what benches/replicate.rs counts per sync point.
+    puts: Arc<Puts>,
+}
+
+/// Counts of puts, see [`Bucket::puts`].
+#[derive(Debug, Default)]
+struct Puts {
+    all: std::sync::atomic::AtomicU64,
+    lease: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Bucket {
@@ -266,6 +276,7 @@ impl Bucket {
             rt: Some(rt),
             timeout,
             url: url.clone(),
+            puts: Arc::default(),
         })
     }
 
@@ -291,8 +302,22 @@ impl Bucket {
         F: Fn(Arc<AmazonS3>) -> Fut + Send + 'static,
         Fut: Future<Output = object_store::Result<T>> + Send,
     {
+        self.retrying_within(what, self.timeout, op)
+    }
+
+    /// [`Bucket::retrying`] for `timeout` rather than the client's own.
+    fn retrying_within<T, F, Fut>(
+        &self,
+        what: String,
+        timeout: Duration,
+        op: F,
+    ) -> Result<T, BucketError>
+    where
+        T: Send + 'static,
+        F: Fn(Arc<AmazonS3>) -> Fut + Send + 'static,
+        Fut: Future<Output = object_store::Result<T>> + Send,
+    {
         let store = self.store.clone();
-        let timeout = self.timeout;
         self.block(async move {
             let deadline = Instant::now() + timeout;
             let mut backoff = Duration::from_millis(100);
@@ -322,6 +347,12 @@ impl Bucket {
         })
     }
 
+    /// The puts this client has made: all of them, and the lease's.
+    pub fn puts(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (self.puts.all.load(Relaxed), self.puts.lease.load(Relaxed))
+    }
+
     /// Stores `bytes` at `key` (`mode`: overwrite, create, update).
     ///
     /// # Errors
@@ -332,10 +363,30 @@ impl Bucket {
         bytes: Vec<u8>,
         mode: PutMode,
     ) -> Result<UpdateVersion, BucketError> {
+        self.put_within(key, bytes, mode, self.timeout)
+    }
+
+    /// [`Bucket::put`], retried for `timeout` rather than the client's own
+    /// (a lease renewal gives up in time for the next one).
+    ///
+    /// # Errors
+    /// [`BucketError`].
+    pub fn put_within(
+        &self,
+        key: &str,
+        bytes: Vec<u8>,
+        mode: PutMode,
+        timeout: Duration,
+    ) -> Result<UpdateVersion, BucketError> {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.puts.all.fetch_add(1, Relaxed);
+        if key.ends_with(&format!("/{}", super::lease::LEASE)) {
+            self.puts.lease.fetch_add(1, Relaxed);
+        }
         let path = ObjPath::from(key);
         let payload = PutPayload::from(bytes);
         let what = format!("storing {key}");
-        let r = self.retrying(what, move |s| {
+        let r = self.retrying_within(what, timeout, move |s| {
             let (path, payload, mode) = (path.clone(), payload.clone(), mode.clone());
             async move {
                 s.put_opts(
@@ -437,6 +488,9 @@ impl Bucket {
     /// # Errors
     /// The first failure.
     pub fn put_many(&self, items: Vec<(String, Vec<u8>)>) -> Result<(), BucketError> {
+        self.puts
+            .all
+            .fetch_add(items.len() as u64, std::sync::atomic::Ordering::Relaxed);
         for chunk in items.chunks(16) {
             let calls: Vec<_> = chunk
                 .iter()

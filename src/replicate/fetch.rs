@@ -107,7 +107,9 @@ pub fn manifest(bucket: &Bucket, run_id: &str) -> Result<(Manifest, UpdateVersio
 pub fn fetch(bucket: &Bucket, run_id: &str, scratch: &Path) -> Result<Fetched, FetchError> {
     let (manifest, version) = manifest(bucket, run_id)?;
     let run_prefix = bucket.url.key(run_id);
-    let mut log = Vec::with_capacity(manifest.log_len as usize);
+    // Grown as segments arrive and check: the manifest's own `log_len` is
+    // not trusted with an allocation.
+    let mut log = Vec::new();
     for s in &manifest.segments {
         let (bytes, _) = bucket
             .get(&format!("{run_prefix}/{}", s.key))
@@ -143,20 +145,16 @@ pub fn fetch(bucket: &Bucket, run_id: &str, scratch: &Path) -> Result<Fetched, F
         let Some(rel) = key.strip_prefix(&format!("{cp_prefix}/")) else {
             continue;
         };
-        let parts: Vec<&str> = rel.split('/').collect();
-        let ok = parts.len() == 3
-            && parts[0] == "objects"
-            && parts[1..].iter().all(|p| {
-                !p.is_empty()
-                    && !p.starts_with('.')
-                    && p.bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.' || b == b'_')
-            });
-        if !ok {
-            return Err(FetchError::refused(format!(
-                "{}/{run_id}: {key:?} is not a checkpoint store file",
-                bucket.url
-            )));
+        match super::store_file(rel) {
+            super::StoreFile::Object => {}
+            super::StoreFile::Derived => continue,
+            super::StoreFile::Other => {
+                return Err(FetchError::refused(format!(
+                    "{}/{run_id}: {key:?} is not a checkpoint object or pack; nothing was \
+                     taken over",
+                    bucket.url
+                )));
+            }
         }
         let (bytes, _) = bucket
             .get(&key)
@@ -217,6 +215,67 @@ pub struct TakenOver {
     pub manifest: Manifest,
     pub version: UpdateVersion,
     pub files: HashSet<String>,
+    /// This writer's lease, stored once the manifest was taken.
+    pub lease: super::lease::Leased,
+}
+
+/// Whether `run_id` may be taken over as far as its lease goes: refused
+/// while another writer's lease is live (naming its machine and pid and
+/// when it runs out) unless `take_over`; a lease that ran out, was
+/// released, or is missing (a run stored before leases) is no obstacle.
+/// `gone` names a writer known to have stopped (this machine's own, whose
+/// log nobody here holds open).
+///
+/// # Errors
+/// Refused as described; a lease that does not decode is refused too
+/// unless `take_over`; a bucket that fails.
+pub fn check_lease(
+    bucket: &Bucket,
+    run_id: &str,
+    take_over: bool,
+    gone: Option<&str>,
+) -> Result<(), FetchError> {
+    use super::lease::Held;
+    let lease = match super::lease::read(bucket, run_id) {
+        Ok(l) => l,
+        Err(e) if take_over => {
+            crate::report::err_line(&format!("warning: {e}; taken over anyway (--take-over)"));
+            return Ok(());
+        }
+        Err(e) => {
+            return Err(FetchError::refused(format!(
+                "{e}; whether its writer is alive cannot be told: --take-over takes the run anyway"
+            )));
+        }
+    };
+    let Some((lease, _)) = lease else {
+        return Ok(());
+    };
+    let Held::Live(until) = lease.held(std::time::SystemTime::now()) else {
+        return Ok(());
+    };
+    if gone == Some(lease.writer.as_str()) {
+        return Ok(());
+    }
+    if take_over {
+        crate::report::err_line(&format!(
+            "taking run {run_id} over from writer {} ({}) whose lease runs out {}",
+            lease.writer,
+            lease.holder(),
+            super::lease::stamp(until)
+        ));
+        return Ok(());
+    }
+    Err(FetchError::refused(format!(
+        "{}/{run_id} is live: writer {} ({}) holds it, and its lease runs out at {} ({}); \
+         resume it once that writer has stopped, or take it over now with --take-over (that \
+         writer then stops)",
+        bucket.url,
+        lease.writer,
+        lease.holder(),
+        super::lease::stamp(until),
+        super::lease::from_now(until)
+    )))
 }
 
 /// Takes the run over: the manifest, with this writer and the next epoch,
@@ -264,14 +323,19 @@ pub fn take_over_from(
     let run_id = next.run_id.clone();
     let key = bucket.url.key(&format!("{run_id}/{MANIFEST}"));
     let encoded = next.encode();
+    let sent = std::time::Instant::now();
     match bucket.put(&key, encoded, PutMode::Update(version.clone())) {
-        Ok(version) => Ok(TakenOver {
-            bucket,
-            settings,
-            files,
-            manifest: next,
-            version,
-        }),
+        Ok(version) => {
+            let lease = lease_for(&bucket, &settings, &next, sent)?;
+            Ok(TakenOver {
+                bucket,
+                settings,
+                files,
+                manifest: next,
+                version,
+                lease,
+            })
+        }
         Err(BucketError::Precondition) => {
             let holder = manifest(&bucket, &run_id).ok();
             // Our own write, whose answer was lost?
@@ -279,12 +343,14 @@ pub fn take_over_from(
                 && m.writer == next.writer
                 && m.epoch == next.epoch
             {
+                let lease = lease_for(&bucket, &settings, m, sent)?;
                 return Ok(TakenOver {
                     bucket,
                     settings,
                     files,
                     manifest: m.clone(),
                     version: v.clone(),
+                    lease,
                 });
             }
             Err(FetchError::failed(match holder {
@@ -301,6 +367,25 @@ pub fn take_over_from(
         }
         Err(e) => Err(FetchError::failed(format!("{}: {e}", bucket.url))),
     }
+}
+
+/// The lease of the writer that has just taken the manifest `m` (stored
+/// over whatever lease is there: the manifest decided who holds the run,
+/// and the writer named there before finds its renewal refused).
+fn lease_for(
+    bucket: &Bucket,
+    settings: &Settings,
+    m: &Manifest,
+    sent: std::time::Instant,
+) -> Result<super::lease::Leased, FetchError> {
+    let lease = super::lease::Lease::new(&m.run_id, &m.writer, m.epoch, settings.lease);
+    let version = super::lease::store(bucket, &lease)
+        .map_err(|e| FetchError::failed(format!("{}: storing the lease: {e}", bucket.url)))?;
+    Ok(super::lease::Leased {
+        lease,
+        version,
+        sent,
+    })
 }
 
 /// Writes the fetched checkpoint files into a new store at `git_dir`.
@@ -337,8 +422,31 @@ pub fn write_store(git_dir: &Path, files: &[(String, Vec<u8>)]) -> Result<(), St
         let _ = std::fs::File::open(d).and_then(|f| f.sync_all());
     }
     if !files.is_empty() {
-        git.run(&["fsck", "--no-dangling", "--no-progress"], None)
-            .map_err(|e| format!("the stored checkpoint files do not make a sound store: {e}"))?;
+        // Every tree's paths too: an entry `.`, `..`, `.git` (in any case),
+        // empty or holding a `/` is an error, not fsck's default warning,
+        // so that no restore of any checkpoint can be steered by one.
+        let mut args = Vec::new();
+        for id in [
+            "hasDot",
+            "hasDotdot",
+            "hasDotgit",
+            "emptyName",
+            "fullPathname",
+            "badFilemode",
+            "duplicateEntries",
+            "nulInHeader",
+        ] {
+            args.push("-c".to_string());
+            args.push(format!("fsck.{id}=error"));
+        }
+        args.extend(["fsck", "--no-dangling", "--no-progress"].map(String::from));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        git.run(&args, None).map_err(|e| {
+            format!(
+                "the stored checkpoint files do not make a sound store: {}",
+                crate::text::first_line(&e.to_string(), 300)
+            )
+        })?;
     }
     Ok(())
 }

@@ -16,11 +16,15 @@
 //! - [`bucket`]: one bucket through `object_store`, with retries.
 //! - [`fetch`]: a run fetched from the bucket onto a machine that never saw
 //!   it, checked, and taken over.
+//! - [`lease`]: the writer's lease, renewed on its own clock, which tells a
+//!   resume whether the run is live.
 
 pub mod bucket;
 pub mod fetch;
+pub mod lease;
 
 use bucket::{Bucket, BucketError, Credentials, Url};
+use lease::{Leased, own_lease};
 use object_store::{PutMode, UpdateVersion};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
@@ -38,6 +42,53 @@ pub const MANIFEST: &str = "manifest.json";
 pub const FAN_IN: usize = 16;
 /// A merged segment is at most this long (longer runs keep more segments).
 pub const MAX_SEGMENT: u64 = 256 << 20;
+/// A manifest naming a longer log, or more segments, is refused before
+/// anything is read or allocated for it.
+pub const MAX_LOG: u64 = 1 << 40;
+const MAX_SEGMENTS: usize = 100_000;
+
+/// What a checkpoint store file's name (relative to the store) is to a
+/// fetch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreFile {
+    /// A loose object (`objects/ab/<38 or 62 hex>`) or a pack and its index
+    /// (`objects/pack/pack-<hex>.pack`, `.idx`): shipped and fetched.
+    Object,
+    /// A pack's derived file (`.rev`, `.bitmap`, `.mtimes`), which git
+    /// makes again when it needs it: neither shipped nor fetched.
+    Derived,
+    /// Anything else (`objects/info/alternates`, a config, a hook): never
+    /// shipped, and a bucket that holds one is refused.
+    Other,
+}
+
+fn is_hex(s: &str, lens: &[usize]) -> bool {
+    lens.contains(&s.len())
+        && s.bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+}
+
+/// Sorts a checkpoint store file's name.
+pub fn store_file(rel: &str) -> StoreFile {
+    let parts: Vec<&str> = rel.split('/').collect();
+    match parts.as_slice() {
+        ["objects", "pack", name] => {
+            let Some((stem, ext)) = name.rsplit_once('.') else {
+                return StoreFile::Other;
+            };
+            let hex_ok = stem
+                .strip_prefix("pack-")
+                .is_some_and(|h| is_hex(h, &[40, 64]));
+            match (hex_ok, ext) {
+                (true, "pack" | "idx") => StoreFile::Object,
+                (true, "rev" | "bitmap" | "mtimes") => StoreFile::Derived,
+                _ => StoreFile::Other,
+            }
+        }
+        ["objects", dir, name] if is_hex(dir, &[2]) && is_hex(name, &[38, 62]) => StoreFile::Object,
+        _ => StoreFile::Other,
+    }
+}
 
 /// `sync` or `async`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,6 +104,8 @@ pub struct Settings {
     pub mode: Mode,
     pub max_lag: Duration,
     pub timeout: Duration,
+    /// How long a writer's lease lasts unrenewed (`replicate.lease_s`).
+    pub lease: Duration,
 }
 
 impl Settings {
@@ -82,11 +135,16 @@ impl Settings {
         if timeout == 0 {
             return Err("replicate.timeout_s must be at least 1".into());
         }
+        let lease = section.lease_s.unwrap_or(30);
+        if lease == 0 {
+            return Err("replicate.lease_s must be at least 1".into());
+        }
         Ok(Some(Settings {
             url,
             mode,
             max_lag: Duration::from_millis(section.max_lag_ms.unwrap_or(1000)),
             timeout: Duration::from_secs(timeout),
+            lease: Duration::from_secs(lease),
         }))
     }
 }
@@ -138,9 +196,7 @@ fn now() -> String {
 
 /// A name for this process as a writer.
 pub fn writer_id() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .unwrap_or_else(|_| "unknown-host".into());
+    let host = lease::host();
     format!(
         "{host}/pid {}/{:08x}",
         std::process::id(),
@@ -189,6 +245,14 @@ impl Manifest {
                 m.run_id
             ));
         }
+        if m.log_len > MAX_LOG || m.segments.len() > MAX_SEGMENTS {
+            return Err(format!(
+                "the manifest names a log of {} bytes in {} segments (at most {MAX_LOG} bytes \
+                 in {MAX_SEGMENTS} are read)",
+                m.log_len,
+                m.segments.len()
+            ));
+        }
         let mut at = 0u64;
         for s in &m.segments {
             let key_ok = s.key.starts_with("log/")
@@ -200,7 +264,7 @@ impl Manifest {
             if !key_ok {
                 return Err(format!("the manifest names a segment {:?}", s.key));
             }
-            if s.start != at || s.len == 0 {
+            if s.start != at || s.len == 0 || s.len > MAX_LOG {
                 return Err(format!(
                     "segment {} starts at byte {} (expected {at}) with {} bytes",
                     s.key, s.start, s.len
@@ -285,12 +349,24 @@ struct Inner {
     failed: Mutex<Option<String>>,
     queue: Mutex<Queue>,
     cv: Condvar,
+    /// The lease as this writer stored it last, and its version (held by
+    /// a renewal while it talks to the bucket).
+    lease: Mutex<(lease::Lease, UpdateVersion)>,
+    /// Until when this writer counts its lease as its own (read by every
+    /// sync point; never held across a bucket call).
+    lease_until: Mutex<Instant>,
+    /// The async mode's warning that the lease ran out was given.
+    lease_warned: Mutex<bool>,
+    /// Set when the renewer is to stop.
+    renew_stop: Mutex<bool>,
+    renew_cv: Condvar,
 }
 
 /// A run's replication to one bucket.
 pub struct Replicator {
     inner: Arc<Inner>,
     shipper: Option<std::thread::JoinHandle<()>>,
+    renewer: Option<std::thread::JoinHandle<()>>,
 }
 
 /// What a run says about itself when it ends.
@@ -348,6 +424,15 @@ impl Replicator {
             }
             Err(e) => return Err(format!("replication to {}: {e}", settings.url)),
         };
+        let sent = Instant::now();
+        let held = lease::Lease::new(
+            &manifest.run_id,
+            &manifest.writer,
+            manifest.epoch,
+            settings.lease,
+        );
+        let lease_version = lease::store(&bucket, &held)
+            .map_err(|e| format!("replication to {}: {e}", settings.url))?;
         Ok(Self::start(
             bucket,
             settings,
@@ -355,6 +440,11 @@ impl Replicator {
             manifest,
             version,
             HashSet::new(),
+            Leased {
+                lease: held,
+                version: lease_version,
+                sent,
+            },
         ))
     }
 
@@ -368,6 +458,7 @@ impl Replicator {
             taken.manifest,
             taken.version,
             taken.files,
+            taken.lease,
         )
     }
 
@@ -378,7 +469,9 @@ impl Replicator {
         manifest: Manifest,
         version: UpdateVersion,
         files: HashSet<String>,
+        leased: Leased,
     ) -> Replicator {
+        let lease_until = leased.sent + own_lease(settings.lease);
         let run_prefix = settings.url.key(&manifest.run_id);
         let shipped_len = manifest.log_len;
         if settings.mode == Mode::Async {
@@ -406,6 +499,11 @@ impl Replicator {
                 ..Queue::default()
             }),
             cv: Condvar::new(),
+            lease: Mutex::new((leased.lease, leased.version)),
+            lease_until: Mutex::new(lease_until),
+            lease_warned: Mutex::new(false),
+            renew_stop: Mutex::new(false),
+            renew_cv: Condvar::new(),
         });
         let shipper = (mode == Mode::Async).then(|| {
             let inner = inner.clone();
@@ -414,7 +512,18 @@ impl Replicator {
                 .spawn(move || inner.ship_in_background())
                 .expect("could not start the replication thread")
         });
-        Replicator { inner, shipper }
+        let renewer = {
+            let inner = inner.clone();
+            std::thread::Builder::new()
+                .name("tinyagent-lease".into())
+                .spawn(move || inner.renew_on_clock())
+                .expect("could not start the lease thread")
+        };
+        Replicator {
+            inner,
+            shipper,
+            renewer: Some(renewer),
+        }
     }
 
     /// The hook the store calls after each sync point.
@@ -461,6 +570,11 @@ impl Replicator {
         &self.inner.settings.url
     }
 
+    /// The puts made so far, all and the lease's ([`Bucket::puts`]).
+    pub fn puts(&self) -> (u64, u64) {
+        self.inner.bucket.puts()
+    }
+
     /// Ends replication: async mode waits (up to the timeout) for the
     /// shipper to catch up; then the manifest records how the run ended.
     /// Returns warnings for the person.
@@ -469,6 +583,7 @@ impl Replicator {
     /// When a lock was poisoned (a panic on the shipper thread).
     pub fn finish(mut self, summary: &Summary) -> Vec<String> {
         let mut warnings = Vec::new();
+        self.stop_renewing();
         if let Some(h) = self.shipper.take() {
             let deadline = Instant::now() + self.inner.settings.timeout;
             let mut q = self.inner.queue.lock().expect("queue lock");
@@ -511,13 +626,27 @@ impl Replicator {
             warnings.push(format!(
                 "replication: the final manifest was not stored: {e}"
             ));
+            return warnings;
         }
+        drop(st);
+        // The run has ended: the lease goes, so that a resume does not wait
+        // for it to run out.
+        self.inner.release_lease();
         warnings
+    }
+
+    fn stop_renewing(&mut self) {
+        *self.inner.renew_stop.lock().expect("lock") = true;
+        self.inner.renew_cv.notify_all();
+        if let Some(h) = self.renewer.take() {
+            let _ = h.join();
+        }
     }
 }
 
 impl Drop for Replicator {
     fn drop(&mut self) {
+        self.stop_renewing();
         if let Some(h) = self.shipper.take() {
             self.inner.queue.lock().expect("queue lock").stop = true;
             self.inner.cv.notify_all();
@@ -537,6 +666,7 @@ impl Inner {
         if let Some(f) = self.failed() {
             return Err(f);
         }
+        self.hold_lease()?;
         let mut st = self.shipped.lock().expect("lock");
         let r = self.ship(&mut st, start, bytes, checkpoint);
         if let Err(e) = &r {
@@ -743,6 +873,7 @@ impl Inner {
         if let Some(f) = self.failed() {
             return Err(f);
         }
+        self.warn_if_lapsed();
         let mut q = self.queue.lock().expect("queue lock");
         q.durable = durable;
         q.checkpoint |= checkpoint;
@@ -870,7 +1001,10 @@ pub fn immutable_files(store: &Path) -> Vec<String> {
             if skip(&fname) || !f.file_type().is_ok_and(|t| t.is_file()) {
                 continue;
             }
-            out.push(format!("objects/{dname}/{fname}"));
+            let rel = format!("objects/{dname}/{fname}");
+            if store_file(&rel) == StoreFile::Object {
+                out.push(rel);
+            }
         }
     }
     out.sort();
@@ -924,22 +1058,57 @@ mod tests {
             std::fs::create_dir_all(o.join(p)).unwrap();
         }
         for f in [
-            "ab/cdef",
+            &format!("ab/{H38}"),
             "ab/tmp_obj_x",
-            "pack/pack-1.pack",
-            "pack/pack-1.idx",
+            &format!("pack/pack-{H40}.pack"),
+            &format!("pack/pack-{H40}.idx"),
+            &format!("pack/pack-{H40}.rev"),
             "pack/tmp_pack_y",
             "info/packs",
+            "info/alternates",
         ] {
             std::fs::write(o.join(f), b"x").unwrap();
         }
         assert_eq!(
             immutable_files(d.path()),
             [
-                "objects/ab/cdef",
-                "objects/pack/pack-1.idx",
-                "objects/pack/pack-1.pack"
+                format!("objects/ab/{H38}"),
+                format!("objects/pack/pack-{H40}.idx"),
+                format!("objects/pack/pack-{H40}.pack")
             ]
         );
+    }
+
+    const H38: &str = "0123456789abcdef0123456789abcdef012345";
+    const H40: &str = "0123456789abcdef0123456789abcdef01234567";
+
+    #[test]
+    fn only_objects_and_packs_are_store_files() {
+        use StoreFile::{Derived, Object, Other};
+        for (rel, kind) in [
+            (format!("objects/ab/{H38}"), Object),
+            (format!("objects/pack/pack-{H40}.pack"), Object),
+            (format!("objects/pack/pack-{H40}.idx"), Object),
+            (format!("objects/pack/pack-{H40}.rev"), Derived),
+            ("objects/info/alternates".into(), Other),
+            ("objects/info/packs".into(), Other),
+            ("objects/ab/cdef".into(), Other),
+            (format!("objects/AB/{H38}"), Other),
+            (format!("objects/pack/pack-{H40}.keep"), Other),
+            (format!("objects/pack/../{H38}"), Other),
+            ("config".into(), Other),
+            (format!("hooks/ab/{H38}"), Other),
+        ] {
+            assert_eq!(store_file(&rel), kind, "{rel}");
+        }
+    }
+
+    #[test]
+    fn a_forged_huge_log_len_is_refused_by_decode() {
+        let mut m = manifest_with(&[(0, 10)]);
+        m.segments[0].len = u64::MAX / 2;
+        m.log_len = u64::MAX / 2;
+        let e = Manifest::decode(&m.encode(), "r1").unwrap_err();
+        assert!(e.contains("at most"), "{e}");
     }
 }

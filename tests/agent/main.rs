@@ -37,6 +37,8 @@ mod model_stops;
 mod model_usage;
 mod plan_e2e;
 mod replication;
+mod replication_forged;
+mod replication_lease;
 mod restore;
 mod resume_e2e;
 mod sandbox_e2e;

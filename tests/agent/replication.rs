@@ -10,23 +10,23 @@ use crate::support::e2e::{Sandbox, bin, output, stderr};
 use crate::support::mock::{MockReply, MockServer};
 use crate::support::require::require;
 use crate::support::s3::{self, Weed};
-use crate::support::wait_for as wait_until;
+pub(crate) use crate::support::wait_for as wait_until;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn weed(test: &str) -> Option<&'static Weed> {
+pub(crate) fn weed(test: &str) -> Option<&'static Weed> {
     require("s3", test, s3::shared())
 }
 
 /// The call the tests stop a run in: `bash` sleeping `secs`, id `long`.
-fn long_call(secs: &str) -> MockReply {
+pub(crate) fn long_call(secs: &str) -> MockReply {
     MockReply::tool_call("bash", json!({"command": format!("sleep {secs}")})).with_ids(&["long"])
 }
 
 /// The seq of the `tool.started` of `call_id` in the log at `wal`.
-fn started_seq(wal: &Path, call_id: &str) -> Option<u64> {
+pub(crate) fn started_seq(wal: &Path, call_id: &str) -> Option<u64> {
     let mut found = None;
     let _ = tinyagent_store::wal::reader::scan::<tinyagent::event::Event>(wal, None, |f, _| {
         if let tinyagent::event::Event::ToolStarted(t) = &f.event
@@ -38,16 +38,51 @@ fn started_seq(wal: &Path, call_id: &str) -> Option<u64> {
     found
 }
 
-/// `tinyagent run` replicating to `url` (sync unless the toml says).
-fn run_cmd(sb: &Sandbox, w: &Weed, base_url: &str, url: &str, toml: &str) -> Command {
-    let mut c = sb.run_cmd_cfg(base_url, "outlive the machine", toml);
+/// The lease the tests' writers hold (`replicate.lease_s`), unless a test
+/// sets its own: short, so that a killed writer's runs out soon.
+pub(crate) const LEASE_S: u64 = 2;
+
+/// `toml` with `replicate.lease_s` set to [`LEASE_S`] unless it sets it.
+pub(crate) fn with_lease(toml: &str) -> String {
+    if toml.contains("lease_s") {
+        toml.to_string()
+    } else if toml.contains("[replicate]\n") {
+        toml.replacen(
+            "[replicate]\n",
+            &format!("[replicate]\nlease_s = {LEASE_S}\n"),
+            1,
+        )
+    } else {
+        format!("{toml}[replicate]\nlease_s = {LEASE_S}\n")
+    }
+}
+
+/// Waits until the lease of run `id` in `url` is no longer live (its
+/// writer was killed or stopped).
+pub(crate) fn wait_lapsed(w: &Weed, url: &str, id: &str) {
+    let c = client(w, url);
+    wait_until("the writer's lease to run out", 60, || {
+        let (l, _) = tinyagent::replicate::lease::read(&c, id)
+            .unwrap()
+            .expect("a lease is stored");
+        !matches!(
+            l.held(std::time::SystemTime::now()),
+            tinyagent::replicate::lease::Held::Live(_)
+        )
+    });
+}
+
+/// `tinyagent run` replicating to `url` (sync unless the toml says), with
+/// a lease of [`LEASE_S`] unless the toml says.
+pub(crate) fn run_cmd(sb: &Sandbox, w: &Weed, base_url: &str, url: &str, toml: &str) -> Command {
+    let mut c = sb.run_cmd_cfg(base_url, "outlive the machine", &with_lease(toml));
     c.arg("--replicate").arg(url).arg("--json");
     w.env(&mut c);
     c
 }
 
 /// `tinyagent resume s3://…` on a "new machine": `sb`'s home and workspace.
-fn resume_cmd(sb: &Sandbox, w: &Weed, run_url: &str, toml: &str) -> Command {
+pub(crate) fn resume_cmd(sb: &Sandbox, w: &Weed, run_url: &str, toml: &str) -> Command {
     let mut c = Command::new(bin());
     c.current_dir(sb.dir.path())
         .arg("resume")
@@ -55,7 +90,7 @@ fn resume_cmd(sb: &Sandbox, w: &Weed, run_url: &str, toml: &str) -> Command {
         .arg("--cwd")
         .arg(sb.ws())
         .arg("--config")
-        .arg(sb.fast_config(toml))
+        .arg(sb.fast_config(&with_lease(toml)))
         .arg("--json")
         .env_remove("OPENAI_API_KEY")
         .env("TINYAGENT_HOME", sb.home())
@@ -65,7 +100,7 @@ fn resume_cmd(sb: &Sandbox, w: &Weed, run_url: &str, toml: &str) -> Command {
     c
 }
 
-fn run_id(wal: &Path) -> String {
+pub(crate) fn run_id(wal: &Path) -> String {
     contract::read(wal)[0].data["run_id"]
         .as_str()
         .unwrap()
@@ -73,7 +108,7 @@ fn run_id(wal: &Path) -> String {
 }
 
 /// A client of the bucket of `url` on `w`, as tinyagent makes it.
-fn client(w: &Weed, url: &str) -> tinyagent::replicate::bucket::Bucket {
+pub(crate) fn client(w: &Weed, url: &str) -> tinyagent::replicate::bucket::Bucket {
     let parsed = tinyagent::replicate::bucket::Url::parse(url).unwrap();
     let creds = tinyagent::replicate::bucket::Credentials {
         key_id: Some(s3::ACCESS_KEY.into()),
@@ -91,7 +126,7 @@ fn client(w: &Weed, url: &str) -> tinyagent::replicate::bucket::Bucket {
 
 /// The log a bucket holds for `run_id` (fetched and checked by the
 /// library's own reader of the bucket).
-fn bucket_log(w: &Weed, url: &str, run_id: &str) -> Vec<u8> {
+pub(crate) fn bucket_log(w: &Weed, url: &str, run_id: &str) -> Vec<u8> {
     let scratch = tempfile::tempdir().unwrap();
     tinyagent::replicate::fetch::fetch(&client(w, url), run_id, scratch.path())
         .unwrap_or_else(|e| panic!("fetch: {e}"))
@@ -100,7 +135,7 @@ fn bucket_log(w: &Weed, url: &str, run_id: &str) -> Vec<u8> {
 
 /// The seqs of the events a `--json` run printed (each printed event is
 /// acknowledged).
-fn printed(stdout: &[u8]) -> Vec<(u64, String)> {
+pub(crate) fn printed(stdout: &[u8]) -> Vec<(u64, String)> {
     String::from_utf8_lossy(stdout)
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
@@ -135,7 +170,7 @@ fn copy_tree(from: &Path, to: &Path) {
     assert!(st.success());
 }
 
-fn wal_d(wal: &Path) -> PathBuf {
+pub(crate) fn wal_d(wal: &Path) -> PathBuf {
     let mut s = wal.as_os_str().to_owned();
     s.push(".d");
     PathBuf::from(s)
@@ -144,7 +179,7 @@ fn wal_d(wal: &Path) -> PathBuf {
 /// Starts `cmd` (a run in `one`) with its stdout in `one`'s `stdout.jsonl`
 /// and its stderr in `stderr.txt`, and waits until its call `long` has
 /// started; gives the process and the stdout file.
-fn start_until_long(one: &Sandbox, mut cmd: Command) -> (std::process::Child, PathBuf) {
+pub(crate) fn start_until_long(one: &Sandbox, mut cmd: Command) -> (std::process::Child, PathBuf) {
     let out_path = one.path("stdout.jsonl");
     let mut child = cmd
         .stdout(std::fs::File::create(&out_path).unwrap())
@@ -187,6 +222,7 @@ fn lose_the_machine_and_resume_from_the_bucket_elsewhere() {
     let acked_seq = started_seq(&one.wal(), "long").unwrap();
     let before = contract::read(&one.wal());
     let id = run_id(&one.wal());
+    wait_lapsed(w, &url, &id);
     let shown = printed(&std::fs::read(&out_path).unwrap());
     assert!(shown.iter().any(|(s, _)| *s == acked_seq), "{shown:?}");
     // Keep a copy of the machine as it was, for the local resume to compare.
@@ -255,8 +291,8 @@ fn stopped_run(w: &Weed, url: &str, server: &MockServer) -> (Sandbox, String) {
 }
 
 /// Runs `cmd` (a run in `sb`), kills it once its call `long` has started,
-/// and gives its run id.
-fn stop_in_long_call(sb: &Sandbox, mut cmd: Command) -> String {
+/// and gives its run id once the killed writer's lease has run out.
+pub(crate) fn stop_in_long_call(sb: &Sandbox, mut cmd: Command) -> String {
     let mut child = cmd
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -267,6 +303,8 @@ fn stop_in_long_call(sb: &Sandbox, mut cmd: Command) -> String {
     });
     child.kill().unwrap();
     child.wait().unwrap();
+    // The lease the writer renewed last runs out at most LEASE_S after it.
+    std::thread::sleep(Duration::from_millis(LEASE_S * 1000 + 300));
     run_id(&sb.wal())
 }
 
@@ -327,10 +365,10 @@ fn two_resumers_at_once_one_wins_the_other_is_told_who_holds_the_run() {
 }
 
 #[test]
-fn a_paused_writer_whose_run_was_taken_over_stops_on_sigcont_without_acknowledging() {
-    let Some(w) =
-        weed("a_paused_writer_whose_run_was_taken_over_stops_on_sigcont_without_acknowledging")
-    else {
+fn a_writer_paused_past_its_lease_is_taken_over_and_stops_on_sigcont_without_acknowledging() {
+    let Some(w) = weed(
+        "a_writer_paused_past_its_lease_is_taken_over_and_stops_on_sigcont_without_acknowledging",
+    ) else {
         return;
     };
     let url = format!("{}/runs", w.bucket("paused-writer"));
@@ -352,6 +390,8 @@ fn a_paused_writer_whose_run_was_taken_over_stops_on_sigcont_without_acknowledgi
     let id = run_id(&one.wal());
     let shown_before = std::fs::read(&out_path).unwrap();
     let local_before = std::fs::read(one.wal()).unwrap();
+    // Paused past its lease: a plain resume takes the run over.
+    wait_lapsed(w, &url, &id);
     // Taken over elsewhere, and finished there.
     let two = Sandbox::new();
     let out = output(resume_cmd(&two, w, &format!("{url}/{id}"), ""));
@@ -440,6 +480,34 @@ fn sync_mode_stops_when_the_bucket_goes_away_with_nothing_unreplicated_acknowled
         2,
         "no request after the bucket went away"
     );
+    no_aws_setting_in(&own, &url, &one);
+}
+
+/// Neither the endpoint nor the region is in any file of `sb` (its log,
+/// `<wal>.d`, home) or in any object under `url`: the errors of a bucket
+/// that went away name neither.
+pub(crate) fn no_aws_setting_in(w: &Weed, url: &str, sb: &Sandbox) {
+    let endpoint = w.endpoint();
+    let host_port = endpoint.trim_start_matches("http://").to_string();
+    let needles = [host_port.as_str(), "us-east-1"];
+    for f in crate::support::e2e::all_files(sb.dir.path()) {
+        if f.starts_with(sb.ws()) || f.ends_with("stderr.txt") || f.ends_with("tinyagent.toml") {
+            continue;
+        }
+        let text = String::from_utf8_lossy(&std::fs::read(&f).unwrap_or_default()).to_string();
+        for n in needles {
+            assert!(!text.contains(n), "{n} in {}", f.display());
+        }
+    }
+    let c = client(w, url);
+    let (bucket, prefix) = url.trim_start_matches("s3://").split_once('/').unwrap();
+    for (key, _) in w.objects(&format!("s3://{bucket}"), prefix) {
+        let (bytes, _) = c.get(&key).unwrap();
+        let text = String::from_utf8_lossy(&bytes);
+        for n in needles {
+            assert!(!text.contains(n), "{n} in {key}");
+        }
+    }
 }
 
 #[test]
@@ -488,6 +556,7 @@ fn async_mode_finishes_while_the_bucket_is_away_and_catches_up() {
         bucket_log(&own, &url, &id),
         std::fs::read(one.wal()).unwrap()
     );
+    no_aws_setting_in(&own, &url, &one);
 }
 
 #[test]
@@ -505,10 +574,24 @@ fn sessions_lists_the_runs_in_a_bucket_and_a_forged_segment_is_refused() {
         MockReply::text("done"),
     ]);
     let one = Sandbox::new();
-    let out = output(run_cmd(&one, w, &server.base_url(), &url, ""));
+    // A region no other text holds, to look for.
+    let region = "tinyagent-test-region-7";
+    let mut c = run_cmd(&one, w, &server.base_url(), &url, "");
+    c.env("AWS_REGION", region);
+    let out = output(c);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let id = run_id(&one.wal());
-    // The bucket's keys reached no tool, no file and no object.
+    // No AWS setting (keys, endpoint, region) reached a tool, a file or an
+    // object.
+    let endpoint = w.endpoint();
+    let port = endpoint.rsplit(':').next().unwrap();
+    let settings = [
+        s3::SECRET_KEY,
+        s3::ACCESS_KEY,
+        endpoint.as_str(),
+        &format!("127.0.0.1:{port}"),
+        region,
+    ];
     let log = std::fs::read_to_string(one.wal()).unwrap();
     assert!(
         log.contains("AWS=\\n") || log.contains("AWS="),
@@ -517,20 +600,17 @@ fn sessions_lists_the_runs_in_a_bucket_and_a_forged_segment_is_refused() {
     for f in crate::support::e2e::all_files(one.dir.path()) {
         let bytes = std::fs::read(&f).unwrap_or_default();
         let text = String::from_utf8_lossy(&bytes);
-        assert!(
-            !text.contains(s3::SECRET_KEY) && !text.contains(s3::ACCESS_KEY),
-            "a key in {}",
-            f.display()
-        );
+        for v in settings {
+            assert!(!text.contains(v), "{v} in {}", f.display());
+        }
     }
     let c = client(w, &url);
     for (key, _) in w.objects(&url.replace("/team", ""), "team") {
         let (bytes, _) = c.get(&key).unwrap();
         let text = String::from_utf8_lossy(&bytes);
-        assert!(
-            !text.contains(s3::SECRET_KEY) && !text.contains(s3::ACCESS_KEY),
-            "{key}"
-        );
+        for v in settings {
+            assert!(!text.contains(v), "{v} in {key}");
+        }
     }
     let mut c = Command::new(bin());
     c.arg("sessions").arg(&url).arg("--json");
@@ -633,6 +713,7 @@ fn small_segments_are_merged_as_the_run_goes() {
         mode: Mode::Sync,
         max_lag: Duration::from_secs(1),
         timeout: Duration::from_secs(20),
+        lease: Duration::from_secs(30),
     };
     let rep = Replicator::create_in(
         client(w, &url),

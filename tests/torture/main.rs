@@ -23,6 +23,7 @@ mod torture_mcp;
 mod torture_powercut;
 mod torture_reader;
 mod torture_replicate;
+mod torture_replicate_restore;
 mod wal_crash;
 mod wal_reader;
 mod wal_writer;

@@ -53,6 +53,9 @@ fn resume_cmd(machine: &Sandbox, w: &Weed, run_url: &str) -> Command {
         .arg("--cwd")
         .arg(machine.ws())
         .arg("--json")
+        // The killed writer's lease is live still: taken over at once
+        // rather than waited out.
+        .arg("--take-over")
         .env("TINYAGENT_HOME", machine.home())
         .env("XDG_CONFIG_HOME", machine.config_home())
         .stdin(Stdio::null());
