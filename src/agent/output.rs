@@ -16,6 +16,15 @@ use std::cell::RefCell;
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
+/// Turns model text into what the terminal shows, a piece at a time as it
+/// streams in (a chat renders Markdown a line at a time).
+pub trait TextView: Send {
+    /// What to show of `text` now.
+    fn chunk(&mut self, text: &str) -> String;
+    /// What is left once the text is complete.
+    fn finish(&mut self) -> String;
+}
+
 /// Where the run's output goes.
 #[allow(
     clippy::struct_excessive_bools,
@@ -36,6 +45,8 @@ pub struct Output {
     totals: RefCell<Option<Value>>,
     /// `--json` lines held back to go out in one write (see [`Output::hold`]).
     held: RefCell<Option<Vec<u8>>>,
+    /// How model text is shown (`None`: as it is).
+    view: Option<Box<dyn TextView>>,
 }
 
 /// A float of an event to 6 decimals (a cost of 125.559021, not
@@ -132,7 +143,13 @@ impl Output {
             color: false,
             totals: RefCell::new(None),
             held: RefCell::new(None),
+            view: None,
         }
+    }
+
+    /// Shows model text through `view` (human mode).
+    pub fn set_text_view(&mut self, view: Box<dyn TextView>) {
+        self.view = Some(view);
     }
 
     /// Whether a running command's progress is shown: human mode, with
@@ -312,11 +329,14 @@ impl Output {
         if let Some(sp) = self.spinner.take() {
             sp.finish_and_clear();
         }
-        if !self.streamed {
+        if !self.streamed && self.view.is_none() {
             err_text(&format!("step {} · ", self.step));
         }
         self.streamed = true;
-        err_text(chunk);
+        match self.view.as_mut() {
+            Some(v) => err_text(&v.chunk(chunk)),
+            None => err_text(chunk),
+        }
     }
 
     pub fn done_thinking(&mut self) {
@@ -324,6 +344,9 @@ impl Output {
             sp.finish_and_clear();
         }
         if self.streamed && !self.json {
+            if let Some(v) = self.view.as_mut() {
+                err_text(&v.finish());
+            }
             err_text("\n");
         }
     }
@@ -403,12 +426,23 @@ impl Output {
                     // The final answer: on stdout, whole, so `run … >
                     // answer.md` captures it. Streamed to a terminal that is
                     // also stdout, it is on the screen already.
-                    self.say(&format!("step {}{cost} · answer", r.step));
-                    if !(self.streamed && std::io::stdout().is_terminal()) {
-                        self.suspend(|| out_line(text));
+                    // Streamed, the text had its header already.
+                    if !self.streamed {
+                        self.say(&format!("step {}{cost} · answer", r.step));
                     }
-                } else if !text.is_empty() && !self.streamed {
-                    self.say(&format!("step {}{cost} · {}", r.step, preview(text, 300)));
+                    if !(self.streamed && std::io::stdout().is_terminal()) {
+                        let shown = match self.view.as_mut() {
+                            Some(v) => format!("{}{}", v.chunk(text), v.finish()),
+                            None => text.to_string(),
+                        };
+                        self.suspend(|| out_line(&shown));
+                    }
+                } else if self.streamed {
+                    if !cost.is_empty() {
+                        self.say(&format!("step {}{cost}", r.step));
+                    }
+                } else if !text.is_empty() {
+                    self.say(&format!("step {}{cost} · {text}", r.step));
                 } else {
                     self.say(&format!("step {}{cost}", r.step));
                 }
@@ -512,6 +546,10 @@ impl Output {
                 "    ? approval asked for {} ({}): {}",
                 a.call_id, a.tool, a.preview
             )),
+            Event::SettingsChanged(c) => self.say(&format!("settings: {}", c.shown())),
+            Event::CompactionRequested(_) => {
+                self.say("the history is compacted before the next request");
+            }
             Event::ApprovalDecided(d) => self.say(&format!(
                 "    {} {} by {}{}",
                 d.decision.shown(),

@@ -22,6 +22,37 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// The command line as clap is to read it: on a terminal, `tinyagent`
+/// alone is `tinyagent chat`, and `tinyagent words…` (a first word that
+/// names no subcommand) is `tinyagent chat words…`. Off a terminal nothing
+/// changes: `tinyagent` alone prints the help, as a script expects.
+pub fn chat_by_default(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    use std::io::IsTerminal;
+    let on_terminal = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    let Some(first) = args.get(1).map(|a| a.to_string_lossy().into_owned()) else {
+        if on_terminal {
+            args.push("chat".into());
+        }
+        return args;
+    };
+    // Help and version stay what they are; so does every subcommand.
+    if matches!(
+        first.as_str(),
+        "-h" | "--help" | "-V" | "--version" | "help"
+    ) {
+        return args;
+    }
+    let cmd = <Cli as clap::CommandFactory>::command();
+    let names_a_command = cmd
+        .get_subcommands()
+        .any(|c| c.get_name() == first || c.get_all_aliases().any(|a| a == first));
+    if names_a_command || !on_terminal {
+        return args;
+    }
+    args.insert(1, "chat".into());
+    args
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Start a new run; prints the log path on stderr.
@@ -145,6 +176,10 @@ impl std::ops::Deref for RunArgs {
 /// `tinyagent chat`: the options of `run`, without a task.
 #[derive(Debug, Args, Clone, Default)]
 pub struct ChatArgs {
+    /// The first message, sent as soon as the chat starts (`tinyagent
+    /// chat fix the bug`, or `tinyagent "fix the bug"` on a terminal).
+    #[arg(value_name = "MESSAGE", conflicts_with = "resume")]
+    pub words: Vec<String>,
     /// Go back to a chat's prompt (or finish its interrupted turn first):
     /// the same as `tinyagent resume <LOG>` on a chat's log.
     #[arg(long, value_name = "LOG")]

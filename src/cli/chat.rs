@@ -26,7 +26,7 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 /// The prompt.
-const PROMPT: &str = "you> ";
+const PROMPT: &str = crate::tui::prompt::PROMPT;
 
 /// Refuses a chat without a terminal to talk on.
 pub fn need_terminal(what: &str) -> Result<(), CliError> {
@@ -67,11 +67,33 @@ pub async fn chat(args: &ChatArgs) -> Result<i32, CliError> {
         };
         return super::resume::resume_chat(&resume, true).await;
     }
+    let first = args.words.join(" ");
+    if !first.trim().is_empty()
+        && let Ok(mut m) = FIRST_MESSAGE.lock()
+    {
+        *m = Some(first);
+    }
+    let mut opts = args.opts.clone();
+    safe_defaults(&mut opts)?;
     let run = RunArgs {
         task: String::new(),
-        opts: args.opts.clone(),
+        opts,
     };
     super::run::run_as(&run, true).await
+}
+
+/// Where a person watches: calls that change files or run commands are
+/// asked about unless the flags or the config say otherwise, and model
+/// text streams as it comes (unless the config turns streaming off).
+fn safe_defaults(opts: &mut RunOptions) -> Result<(), CliError> {
+    let file = crate::config::Config::load(opts.session.config.as_deref())?;
+    if opts.session.approve.is_none() && file.approvals.mode.is_none() {
+        opts.session.approve = Some(crate::config::ApproveMode::Mutating);
+    }
+    if file.model.stream.is_none() && std::io::stderr().is_terminal() {
+        opts.stream = true;
+    }
+    Ok(())
 }
 
 /// The history file of a workspace's chats.
@@ -93,53 +115,53 @@ enum Line {
     Failed(String),
 }
 
-/// The line editor's thread: one line per request.
+/// One request to the editor's thread: the status line to show, and where
+/// the answer goes.
+type Ask = (String, tokio::sync::oneshot::Sender<Line>);
+
+/// The line editor's thread: one line per request. The prompt is the
+/// terminal interface's inline viewport ([`crate::tui::prompt`]); a
+/// terminal that cannot hold one (it never says where its cursor is) gets
+/// a plain line editor instead.
 struct Editor {
-    ask: std::sync::mpsc::Sender<tokio::sync::oneshot::Sender<Line>>,
+    ask: std::sync::mpsc::Sender<Ask>,
 }
 
 impl Editor {
     fn start(history: Option<PathBuf>) -> Editor {
-        let (ask, requests) = std::sync::mpsc::channel::<tokio::sync::oneshot::Sender<Line>>();
+        let (ask, requests) = std::sync::mpsc::channel::<Ask>();
         std::thread::spawn(move || {
-            let mut editor = match rustyline::DefaultEditor::new() {
-                Ok(e) => e,
-                Err(e) => {
-                    for reply in requests {
-                        let _ = reply.send(Line::Failed(format!("no line editor: {e}")));
-                    }
-                    return;
-                }
-            };
             if let Some(h) = &history {
                 prepare_history(h);
-                let _ = editor.load_history(h);
             }
-            for reply in requests {
-                let line = match editor.readline(PROMPT) {
-                    Ok(text) => {
-                        if !text.trim().is_empty() {
-                            let _ = editor.add_history_entry(text.as_str());
-                            if let Some(h) = &history {
-                                let _ = editor.append_history(h);
-                            }
+            let mut tui = Some(crate::tui::prompt::Prompt::new(history.clone()));
+            let mut plain: Option<rustyline::DefaultEditor> = None;
+            for (status, reply) in requests {
+                if let Some(prompt) = tui.as_mut() {
+                    let line = match prompt.read(&status) {
+                        crate::tui::prompt::Read::Text(t) => Line::Text(t),
+                        crate::tui::prompt::Read::Cleared => Line::Cleared,
+                        crate::tui::prompt::Read::End => Line::End,
+                        crate::tui::prompt::Read::Failed(e) => Line::Failed(e),
+                        crate::tui::prompt::Read::Unavailable(_) => {
+                            tui = None;
+                            let _ = reply.send(plain_line(&mut plain, history.as_deref()));
+                            continue;
                         }
-                        Line::Text(text)
-                    }
-                    Err(rustyline::error::ReadlineError::Interrupted) => Line::Cleared,
-                    Err(rustyline::error::ReadlineError::Eof) => Line::End,
-                    Err(e) => Line::Failed(e.to_string()),
-                };
-                let _ = reply.send(line);
+                    };
+                    let _ = reply.send(line);
+                    continue;
+                }
+                let _ = reply.send(plain_line(&mut plain, history.as_deref()));
             }
         });
         Editor { ask }
     }
 
     /// The next line, or the stopping signal that came first.
-    async fn line(&self) -> Result<Line, nix::sys::signal::Signal> {
+    async fn line(&self, status: String) -> Result<Line, nix::sys::signal::Signal> {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        if self.ask.send(tx).is_err() {
+        if self.ask.send((status, tx)).is_err() {
             return Ok(Line::Failed("the line editor stopped".into()));
         }
         tokio::select! {
@@ -148,6 +170,38 @@ impl Editor {
                 Err(crate::signals::received().unwrap_or(nix::sys::signal::Signal::SIGTERM))
             }
         }
+    }
+}
+
+/// One line from the plain line editor (made on first use).
+fn plain_line(editor: &mut Option<rustyline::DefaultEditor>, history: Option<&Path>) -> Line {
+    if editor.is_none() {
+        match rustyline::DefaultEditor::new() {
+            Ok(mut e) => {
+                if let Some(h) = history {
+                    let _ = e.load_history(h);
+                }
+                *editor = Some(e);
+            }
+            Err(e) => return Line::Failed(format!("no line editor: {e}")),
+        }
+    }
+    let Some(editor) = editor.as_mut() else {
+        return Line::Failed("no line editor".into());
+    };
+    match editor.readline(PROMPT) {
+        Ok(text) => {
+            if !text.trim().is_empty() {
+                let _ = editor.add_history_entry(text.as_str());
+                if let Some(h) = history {
+                    let _ = editor.append_history(h);
+                }
+            }
+            Line::Text(text)
+        }
+        Err(rustyline::error::ReadlineError::Interrupted) => Line::Cleared,
+        Err(rustyline::error::ReadlineError::Eof) => Line::End,
+        Err(e) => Line::Failed(e.to_string()),
     }
 }
 
@@ -185,21 +239,34 @@ impl Terminal {
 
 /// The chat itself, on an agent whose log is open: the prompt whenever the
 /// run waits for the person, a turn after each message, until Ctrl-D, a
-/// stopping signal at the prompt, a limit or an error ends it.
+/// stopping signal at the prompt, a limit or an error ends it. A line that
+/// starts with `/` is a command ([`super::chat_commands`]), never a message.
 pub async fn converse(agent: &mut Agent) -> Result<RunStatus, AgentError> {
     let terminal = Terminal::save();
-    let history = history_file(agent.workspace());
-    let editor = Editor::start(history);
+    let color = std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+        && std::io::stderr().is_terminal();
     agent
         .output()
-        .say("chat: type a message; Ctrl-C stops a turn, Ctrl-D ends the chat");
+        .set_text_view(Box::new(crate::tui::markdown::Stream::new(color)));
+    let history = history_file(agent.workspace());
+    let editor = Editor::start(history);
+    agent.output().say(
+        "chat: type a message (/help for commands); Ctrl-C stops a turn, Ctrl-D ends the chat",
+    );
+    if agent.state().chat_waiting
+        && let Some(first) = take_first_message()
+    {
+        crate::agent::output::err_line(&format!("{PROMPT}{first}"));
+        agent.add_user_message(&first, "chat")?;
+    }
     loop {
         if let Status::Finished(status) = agent.state().status {
             return Ok(status);
         }
         if agent.state().chat_waiting {
             let asked = std::time::Instant::now();
-            let line = editor.line().await;
+            let status = crate::tui::status::Status::of(agent).line();
+            let line = editor.line(status).await;
             agent.add_waiting(asked.elapsed());
             match line {
                 Err(sig) => {
@@ -208,9 +275,22 @@ pub async fn converse(agent: &mut Agent) -> Result<RunStatus, AgentError> {
                     return agent.stop_at_prompt(sig);
                 }
                 Ok(Line::Text(text)) if text.trim().is_empty() => continue,
+                Ok(Line::Text(text)) if text.trim_start().starts_with('/') => {
+                    match super::chat_commands::run(agent, text.trim())? {
+                        super::chat_commands::Done::Stay => continue,
+                        super::chat_commands::Done::End(next) => {
+                            set_next(next);
+                            return agent.end_chat();
+                        }
+                    }
+                }
                 Ok(Line::Text(text)) => agent.add_user_message(&text, "chat")?,
                 Ok(Line::Cleared) => continue,
-                Ok(Line::End) => return agent.end_chat(),
+                Ok(Line::End) => {
+                    let status = agent.end_chat()?;
+                    say_come_back(agent);
+                    return Ok(status);
+                }
                 Ok(Line::Failed(why)) => {
                     terminal.restore();
                     return Err(AgentError::Refused(format!(
@@ -224,4 +304,39 @@ pub async fn converse(agent: &mut Agent) -> Result<RunStatus, AgentError> {
             Turn::Finished(status) => return Ok(status),
         }
     }
+}
+
+/// After Ctrl-D: the command that goes back to this chat.
+fn say_come_back(agent: &Agent) {
+    let id = agent
+        .state()
+        .run
+        .as_ref()
+        .map(|r| r.run_id.clone())
+        .unwrap_or_default();
+    crate::agent::output::err_line(&format!(
+        "chat ended; come back to it with: tinyagent chat --resume {id}"
+    ));
+}
+
+/// The first message of a chat started with words (`tinyagent "fix the
+/// bug"`), sent as soon as its prompt would show.
+static FIRST_MESSAGE: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
+fn take_first_message() -> Option<String> {
+    FIRST_MESSAGE.lock().ok()?.take()
+}
+
+/// What a chat's command asked for once the chat ended: another chat.
+static NEXT: std::sync::Mutex<Option<super::chat_commands::Next>> = std::sync::Mutex::new(None);
+
+fn set_next(next: Option<super::chat_commands::Next>) {
+    if let Ok(mut n) = NEXT.lock() {
+        *n = next;
+    }
+}
+
+/// Takes what the ended chat asked for next (`/rewind`, `/resume`, `/new`).
+pub fn take_next() -> Option<super::chat_commands::Next> {
+    NEXT.lock().ok()?.take()
 }

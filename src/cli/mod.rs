@@ -6,6 +6,7 @@
 mod approve;
 pub mod args;
 mod chat;
+mod chat_commands;
 mod demo;
 mod endpoints;
 mod envcmd;
@@ -225,6 +226,38 @@ fn print_all(text: &[u8]) -> Result<i32, CliError> {
     }
 }
 
+/// The chats a chat's command went on to (`/rewind`, `/resume`, `/new`),
+/// one after another; `code` is the exit code of the one that ended.
+async fn chat_next(mut code: i32, opts: &args::RunOptions) -> Result<i32, CliError> {
+    while let Some(next) = chat::take_next() {
+        code = match next {
+            chat_commands::Next::Resume(log) => {
+                let a = args::ResumeArgs {
+                    path: Some(log),
+                    session: args::SessionFlags {
+                        cwd: None,
+                        ..opts.session.clone()
+                    },
+                    ..args::ResumeArgs::default()
+                };
+                resume::resume_chat(&a, false).await?
+            }
+            chat_commands::Next::New => {
+                let a = args::ChatArgs {
+                    words: Vec::new(),
+                    resume: None,
+                    opts: args::RunOptions {
+                        wal: None,
+                        ..opts.clone()
+                    },
+                };
+                chat::chat(&a).await?
+            }
+        };
+    }
+    Ok(code)
+}
+
 async fn dispatch(cli: Cli) -> Result<i32, CliError> {
     catch_file_size_signal();
     match cli.command {
@@ -234,11 +267,17 @@ async fn dispatch(cli: Cli) -> Result<i32, CliError> {
         }
         Command::Resume(a) => {
             listen_for_stop()?;
-            resume::resume(&a).await
+            let code = resume::resume(&a).await?;
+            let opts = args::RunOptions {
+                session: a.session.clone(),
+                ..args::RunOptions::default()
+            };
+            chat_next(code, &opts).await
         }
         Command::Chat(a) => {
             listen_for_stop()?;
-            chat::chat(&a).await
+            let code = chat::chat(&a).await?;
+            chat_next(code, &a.opts).await
         }
         Command::Approve(a) => crate::runtime::blocking(|| approve::approve(&a)),
         Command::Log(cmd) => crate::runtime::blocking(|| logcmd::log(cmd)),

@@ -162,6 +162,10 @@ fn record(out: &mut dyn Write, ts: &str, event: &Event) -> std::io::Result<()> {
                 d.by
             )?;
         }
+        Event::SettingsChanged(c) => {
+            writeln!(out, "  settings changed by {}: {}", c.by, c.shown())?
+        }
+        Event::CompactionRequested(c) => writeln!(out, "  compaction asked for by {}", c.by)?,
         Event::Compaction(_)
         | Event::ToolStarted(_)
         | Event::StepSaved(_)

@@ -115,6 +115,7 @@ impl State {
                 });
             }
             Event::Compaction(c) => {
+                self.compaction_requested = false;
                 self.usage.add(&c.usage);
                 self.cost_usd += c.cost_usd;
                 if c.failed {
@@ -217,6 +218,15 @@ impl State {
                     });
                 }
             }
+            Event::SettingsChanged(c) => {
+                if let Some(m) = &c.model {
+                    self.model_set = Some(m.clone());
+                }
+                if let Some(a) = c.approvals {
+                    self.approvals_set = Some(a);
+                }
+            }
+            Event::CompactionRequested(_) => self.compaction_requested = true,
             Event::ApprovalDecided(d) => {
                 if let Some(call) = self.pending.iter_mut().find(|c| c.id == d.call_id) {
                     call.approval = Some(ApprovalMark::Decided {

@@ -1,0 +1,166 @@
+//! The chat's terminal interface (contract section 19) on a real
+//! pseudo-terminal, read through a terminal emulator (`support::screen`):
+//! how it opens, its status line, its slash commands, its safe defaults,
+//! and how it ends.
+
+use crate::support::contract::{self, of_kind};
+use crate::support::e2e::{Sandbox, bin};
+use crate::support::mock::{MockReply, MockServer};
+use crate::support::screen::Screen;
+use serde_json::json;
+use std::process::{Command, Stdio};
+
+/// `tinyagent [ARGS…]` in the sandbox, as a person starts it: no
+/// subcommand, the server and model from flags.
+fn bare(sb: &Sandbox, base_url: &str, words: &[&str]) -> Command {
+    let mut c = Command::new(bin());
+    c.current_dir(sb.ws())
+        .args(["--base-url", base_url, "--model", "test-model"])
+        .arg("--wal")
+        .arg(sb.wal())
+        .arg("--config")
+        .arg(sb.fast_config(""))
+        .args(words)
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("NO_COLOR")
+        .env("TINYAGENT_HOME", sb.home())
+        .env("XDG_CONFIG_HOME", sb.config_home());
+    c
+}
+
+/// `tinyagent chat` with the sandbox's config plus `toml`.
+fn chat(sb: &Sandbox, base_url: &str, toml: &str) -> Command {
+    let mut c = crate::support::pty::chat_cmd(sb, base_url, toml);
+    c.env_remove("NO_COLOR");
+    c
+}
+
+#[test]
+fn tinyagent_with_words_on_a_terminal_is_a_chat_that_starts_with_them() {
+    let sb = Sandbox::new();
+    let mock = MockServer::start(vec![MockReply::text("Here is **the** answer.")]);
+    let mut s = Screen::spawn(&bare(&sb, &mock.base_url(), &["fix", "the bug"]));
+    let text = s.wait_for("the answer.");
+    // Markdown is rendered: the stars are gone.
+    assert!(!text.contains("**the**"), "{text}");
+    assert!(text.contains("you> fix the bug"), "{text}");
+    // Then the prompt, with the status line under it.
+    let text = s.wait_for("approvals mutating");
+    assert!(
+        text.contains("test-model") && text.contains("env local"),
+        "{text}"
+    );
+    s.send("\x04");
+    let text = s.wait_for("come back to it with: tinyagent chat --resume");
+    assert_eq!(s.exit_code(), Some(0), "{text}");
+    let recs = contract::read_checked(&sb.wal());
+    assert_eq!(recs[0].data["settings"]["chat"], true);
+    let msgs = of_kind(&recs, "user.message");
+    assert_eq!(msgs[0].data["content"], "fix the bug");
+    // Streamed by default on a terminal.
+    assert!(mock.requests()[0]["stream"] == json!(true));
+    mock.assert_no_violations();
+}
+
+#[test]
+fn tinyagent_alone_on_a_terminal_opens_the_chat_and_off_one_prints_help() {
+    let sb = Sandbox::new();
+    let mock = MockServer::start(vec![]);
+    let mut s = Screen::spawn(&bare(&sb, &mock.base_url(), &[]));
+    s.wait_for("you>");
+    s.wait_for("approvals mutating");
+    s.send("\x04");
+    assert_eq!(s.exit_code(), Some(0));
+    assert_eq!(mock.request_count(), 0);
+    // No terminal: the help, as before (and nothing is started).
+    let out = Command::new(bin())
+        .env("TINYAGENT_HOME", sb.home())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Usage: tinyagent"));
+    // A first word that names a subcommand is that subcommand.
+    let out = Command::new(bin())
+        .args(["sessions", "--json"])
+        .env("TINYAGENT_HOME", sb.home())
+        .current_dir(sb.ws())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+}
+
+#[test]
+fn slash_commands_never_reach_the_model_and_unknown_ones_say_so() {
+    let sb = Sandbox::new();
+    let mock = MockServer::start(vec![
+        MockReply::text("first answer"),
+        MockReply::text("second"),
+    ]);
+    let mut s = Screen::spawn(&chat(&sb, &mock.base_url(), ""));
+    s.wait_for("approvals mutating");
+    s.line("/undo");
+    s.wait_for("unknown command /undo");
+    s.line("/help");
+    s.wait_for("/rewind STEP");
+    // Tab completes a command's name.
+    s.send("/sta\t");
+    s.wait_until("the completed command", |_| {
+        s.rows().iter().any(|r| r == "you> /status")
+    });
+    s.send("\r");
+    s.wait_for("environment local");
+    s.line("hello");
+    s.wait_for("first answer");
+    s.wait_for("10 in / 5 out");
+    s.line("/cost");
+    // The mock's usage has no price: the cost is unknown, not $0.
+    let text = s.wait_for("price of this model is unknown");
+    assert!(text.contains("$?"), "{text}");
+    s.send("\x04");
+    assert_eq!(s.exit_code(), Some(0));
+    assert_eq!(mock.request_count(), 1);
+    let body = mock.requests()[0].to_string();
+    assert!(!body.contains("/undo") && !body.contains("/help"), "{body}");
+    mock.assert_no_violations();
+}
+
+#[test]
+fn model_approvals_and_compact_are_records_durable_before_the_next_request() {
+    let sb = Sandbox::new();
+    let mock = MockServer::start(vec![
+        MockReply::text("one"),
+        MockReply::text("summary of it all"),
+        MockReply::text("two"),
+    ]);
+    let mut s = Screen::spawn(&chat(&sb, &mock.base_url(), ""));
+    s.wait_for("approvals mutating");
+    s.line("hi");
+    s.wait_for("one");
+    s.wait_for("10 in / 5 out");
+    s.line("/model other-model");
+    s.wait_for("settings: model other-model");
+    s.line("/approvals never");
+    s.wait_for("approvals never");
+    s.line("/compact");
+    s.wait_for("compacted before the next request");
+    // Records now, before any request.
+    let recs = contract::read_checked(&sb.wal());
+    let changed = of_kind(&recs, "settings.changed");
+    assert_eq!(changed.len(), 2);
+    assert_eq!(changed[0].data["model"], "other-model");
+    assert_eq!(changed[1].data["approvals"], "never");
+    assert_eq!(of_kind(&recs, "compaction.requested").len(), 1);
+    assert_eq!(mock.request_count(), 1);
+    s.line("again");
+    s.wait_for("two");
+    s.send("\x04");
+    assert_eq!(s.exit_code(), Some(0));
+    let reqs = mock.requests();
+    assert_eq!(reqs.len(), 3, "the summarizer call, then the step");
+    assert_eq!(reqs[1]["model"], "other-model");
+    assert_eq!(reqs[2]["model"], "other-model");
+    let recs = contract::read_checked(&sb.wal());
+    assert_eq!(of_kind(&recs, "compaction").len(), 1);
+    mock.assert_no_violations();
+}
