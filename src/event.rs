@@ -789,9 +789,14 @@ pub struct ApprovalDecided {
     #[serde(default)]
     pub reason: Option<String>,
     /// The person answered "always": every later call of `tool` in this run
-    /// is allowed without a question.
+    /// is allowed without a question (for bash: every command that starts
+    /// with `scope`).
     #[serde(default, skip_serializing_if = "is_false")]
     pub always: bool,
+    /// What an "always" for bash covers: a command prefix (`cargo test`).
+    /// Absent in older logs, where "always" covered all of bash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
 }
 
 /// One log record's payload.

@@ -8,6 +8,7 @@
 //! state changes only through `State::apply` inside `Store::append`.
 
 pub mod approval;
+pub mod approval_view;
 mod call;
 mod checkpoints;
 pub(crate) mod compaction;
@@ -442,12 +443,8 @@ impl Agent {
                 "log_bytes": io.bytes - self.timing.io_at_start.bytes,
             }),
         );
-        self.out.say(&format!(
-            "agent overhead: {:.2} ms/step ({:.2} ms/step in fdatasync) over {} steps",
-            ms(overhead) / steps,
-            ms(fsync) / steps,
-            self.timing.steps
-        ));
+        // For a person the overhead is noise after every run: it is in the
+        // `run.stats` event (`--json`) for those who measure it.
     }
 
     /// Which limit, if any, stops the run before another model call.

@@ -87,6 +87,24 @@ pub(crate) fn call_preview(name: &str, arguments: &str) -> String {
     let head = ["command", "path", "pattern"]
         .iter()
         .find_map(|k| args.remove(*k).map(|v| (*k, v)));
+    // An edit or a write in words, not its JSON (the approval question and
+    // the result show the diff).
+    let count = |k: &str| {
+        args.get(k)
+            .and_then(|v| v.as_str())
+            .map_or(0, |t| t.lines().count())
+    };
+    let plural = |n: usize| if n == 1 { "" } else { "s" };
+    if let (Some(("path", serde_json::Value::String(path))), "edit" | "write") = (&head, name) {
+        let what = if name == "edit" {
+            let (old, new) = (count("old_string"), count("new_string"));
+            format!("replace {old} line{} with {new}", plural(old))
+        } else {
+            let n = count("content");
+            format!("{n} line{}", plural(n))
+        };
+        return format!("{name} {} ({what})", preview(path, 120));
+    }
     let rest = if args.is_empty() {
         String::new()
     } else {
@@ -177,18 +195,12 @@ impl Output {
         }
     }
 
-    /// A tool result's lines for a person: the first few, indented, the
-    /// rest counted (the log holds them all); a diff's lines coloured.
-    fn result_lines(&self, content: &str) -> String {
-        let lines: Vec<&str> = content.trim_end().lines().collect();
-        // A diff is worth more lines than other output.
-        let shown = if lines.iter().any(|l| l.starts_with("@@")) {
-            16
-        } else {
-            4
-        };
+    /// A folded tool result's lines for a person, indented: the first
+    /// few, how many are left out (and how to see them), the last few; a
+    /// diff's lines coloured.
+    fn result_lines(&self, f: &crate::text::Folded, call_id: &str) -> String {
         let mut out = String::new();
-        for line in lines.iter().take(shown) {
+        let mut line_out = |line: &str| {
             let line = crate::text::cut_chars(line, 160, "…");
             let painted = if line.starts_with("@@") {
                 self.paint("36", &line)
@@ -200,15 +212,22 @@ impl Output {
                 line
             };
             out.push_str(&format!("\n      {painted}"));
+        };
+        for line in &f.head {
+            line_out(line);
         }
-        if lines.len() > shown {
-            out.push_str(&format!(
-                "\n      {}",
-                self.paint("2", &{
-                    let more = lines.len() - shown;
-                    format!("… {more} more line{}", if more == 1 { "" } else { "s" })
-                })
+        if f.hidden > 0 {
+            let more = f.hidden;
+            line_out(&self.paint(
+                "2",
+                &format!(
+                    "… {more} more line{} (/show {call_id} in a chat, or log show --full)",
+                    if more == 1 { "" } else { "s" }
+                ),
             ));
+        }
+        for line in &f.tail {
+            line_out(line);
         }
         out
     }
@@ -406,11 +425,22 @@ impl Output {
     )]
     fn human(&mut self, event: &Event) {
         match event {
+            // The first line: what acts where, and how freely.
             Event::RunStarted(r) => self.say(&format!(
-                "tinyagent · run {} · {} ({}){}",
+                "tinyagent · run {} · {} ({}) · workspace {} · approvals {} · env {}{}",
                 r.run_id,
                 r.model,
                 r.provider,
+                home_as_tilde(&r.settings.cwd),
+                match r.settings.approve.unwrap_or_default() {
+                    crate::kinds::ApproveMode::Never => "never (nothing is asked)",
+                    crate::kinds::ApproveMode::Mutating => "mutating",
+                },
+                match r.settings.env.unwrap_or_default() {
+                    crate::kinds::EnvKind::Local => "local (no sandbox)",
+                    crate::kinds::EnvKind::Sandbox => "sandbox",
+                    crate::kinds::EnvKind::Container => "container",
+                },
                 if r.plan_enabled { " · plan on" } else { "" }
             )),
             Event::ModelResponse(r) => {
@@ -459,21 +489,36 @@ impl Output {
                 } else {
                     "✓"
                 };
-                let lines = r.content.lines().count();
                 let mark = match mark {
                     "✓" => self.paint("32", mark),
                     "✗" => self.paint("31", mark),
                     other => self.paint("33", other),
                 };
+                // A diff is worth more lines than other output.
+                let diff = r.content.lines().any(|l| l.starts_with("@@"));
+                let f = if diff {
+                    crate::text::fold(&r.content, 16, 4)
+                } else {
+                    crate::text::fold(&r.content, 3, 3)
+                };
+                let exit = f
+                    .exit_code
+                    .map(|c| format!(" · exit {c}"))
+                    .unwrap_or_default();
                 let first = r.content.trim().lines().next().unwrap_or("");
                 // The plan itself follows with its record.
-                if lines <= 1 || (r.name == "update_plan" && !r.is_error) {
+                if (f.lines <= 1 && f.exit_code.is_none())
+                    || (r.name == "update_plan" && !r.is_error)
+                {
                     self.say(&format!("    {mark} {}", preview(first, 160)));
                 } else {
                     self.say(&format!(
-                        "    {mark} {} ({lines} lines){}",
+                        "    {mark} {} {}{exit} ({} line{}){}",
                         r.name,
-                        self.result_lines(&r.content)
+                        r.call_id,
+                        f.lines,
+                        if f.lines == 1 { "" } else { "s" },
+                        self.result_lines(&f, &r.call_id)
                     ));
                 }
             }
@@ -525,7 +570,10 @@ impl Output {
                     .map(|r| format!(" ({r})"))
                     .unwrap_or_default()
             )),
-            Event::WorkspaceCheckpoint(c) if c.changed_count == 0 && c.oversized.is_empty() => {}
+            // The starting state (no call) changed nothing; neither did a
+            // call whose checkpoint lists no path.
+            Event::WorkspaceCheckpoint(c)
+                if c.call_id.is_none() || (c.changed_count == 0 && c.oversized.is_empty()) => {}
             Event::WorkspaceCheckpoint(c) => self.say(&format!(
                 "    ⎘ checkpoint {}: {} path{} changed{}",
                 &c.tree[..c.tree.len().min(12)],
@@ -542,6 +590,8 @@ impl Output {
             )),
             // The person typed it: not echoed.
             Event::UserMessage(_) | Event::ChatWaiting(_) => {}
+            // On a terminal the question itself shows the call, once.
+            Event::ApprovalRequested(_) if std::io::stdin().is_terminal() => {}
             Event::ApprovalRequested(a) => self.say(&format!(
                 "    ? approval asked for {} ({}): {}",
                 a.call_id, a.tool, a.preview
@@ -561,6 +611,16 @@ impl Output {
                     .unwrap_or_default()
             )),
         }
+    }
+}
+
+/// A path under the home directory written from `~`.
+fn home_as_tilde(path: &str) -> String {
+    match std::env::var("HOME") {
+        Ok(home) if home.len() > 1 && path.starts_with(&format!("{home}/")) => {
+            format!("~{}", &path[home.len()..])
+        }
+        _ => path.to_string(),
     }
 }
 

@@ -421,6 +421,9 @@ pub enum LogCommand {
     Show {
         /// The log.
         wal: PathBuf,
+        /// Tool results whole, not folded to their first and last lines.
+        #[arg(long)]
+        full: bool,
     },
     /// Whole-file trajectory JSON, schema v2.
     Export {

@@ -64,7 +64,7 @@ pub fn log(cmd: LogCommand) -> Result<i32, CliError> {
         LogCommand::Verify { wal } => Ok(inspect::verify(&wal, &mut err)?),
         LogCommand::Repair { wal } => Ok(inspect::repair(&wal, &mut err)?),
         LogCommand::Export { wal, output } => export(&wal, output.as_deref()),
-        LogCommand::Show { wal } => super::show::show(&wal),
+        LogCommand::Show { wal, full } => super::show::show(&wal, full),
         LogCommand::Import { json, output } => import(&json, &output),
         LogCommand::Diff { wal, step, call } => super::fork::diff(&wal, step, call.as_deref()),
     }

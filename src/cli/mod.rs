@@ -281,9 +281,16 @@ async fn dispatch(cli: Cli) -> Result<i32, CliError> {
         }
         Command::Approve(a) => crate::runtime::blocking(|| approve::approve(&a)),
         Command::Log(cmd) => crate::runtime::blocking(|| logcmd::log(cmd)),
-        Command::Sessions(a) => crate::runtime::blocking(|| match &a.url {
-            Some(url) => remote::sessions(url, a.json, &mut std::io::stdout().lock()),
-            None => sessions::sessions(a.all, a.json, &mut std::io::stdout().lock()),
+        // Made in memory, then written: a reader that goes away (`sessions
+        // | head`) is not an error.
+        Command::Sessions(a) => crate::runtime::blocking(|| {
+            let mut text = Vec::new();
+            let code = match &a.url {
+                Some(url) => remote::sessions(url, a.json, &mut text),
+                None => sessions::sessions(a.all, a.json, &mut text),
+            };
+            print_all(&text)?;
+            code
         }),
         Command::Bench(args::BenchCommand::Save(a)) => crate::runtime::blocking(|| {
             let (mut out, mut err) = (std::io::stdout(), std::io::stderr());

@@ -654,7 +654,6 @@ pub async fn run_as(args: &RunArgs, chat: bool) -> Result<i32, CliError> {
         }
     };
     let container = env.container().cloned();
-    super::say(&format!("log: {}", plan.wal.display()));
     let plan_wal = plan.wal.clone();
     let key_var = key_var(&plan.config).to_string();
     let processes = ProcessTable::new(process_dir(&plan.wal));
@@ -676,6 +675,9 @@ pub async fn run_as(args: &RunArgs, chat: bool) -> Result<i32, CliError> {
     for (seq, record) in &records {
         agent.output().record(*seq, record);
     }
+    // After run.started's line, which names the workspace, the approval
+    // mode and the environment: the first a person reads.
+    super::say(&format!("log: {}", plan.wal.display()));
     let result = if chat {
         super::chat::converse(&mut agent).await
     } else {

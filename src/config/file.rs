@@ -329,9 +329,11 @@ impl Config {
         Ok(config)
     }
 
-    /// Parses TOML text; the error message names the key and position.
+    /// Parses TOML text; the error message names the key and position on
+    /// its first line, then shows the line with a caret under the place (a
+    /// diagram of several lines, kept as it is).
     pub fn parse(text: &str) -> Result<Config, String> {
-        toml::from_str::<Config>(text).map_err(|e| e.to_string().trim_end().replace('\n', " "))
+        toml::from_str::<Config>(text).map_err(|e| e.to_string().trim_end().to_string())
     }
 
     /// Checks the values that name one of a fixed set (the numbers are

@@ -236,7 +236,13 @@ impl State {
                     });
                 }
                 if d.always && d.decision == crate::event::Decision::Allow && !d.tool.is_empty() {
-                    self.always_allowed.insert(d.tool.clone());
+                    // `bash:<prefix>` for a command prefix; the tool's
+                    // name for all of it.
+                    let key = match &d.scope {
+                        Some(prefix) => format!("{}:{prefix}", d.tool),
+                        None => d.tool.clone(),
+                    };
+                    self.always_allowed.insert(key);
                 }
             }
             Event::WorkspaceCheckpoint(c) => {

@@ -28,6 +28,20 @@ fn bare(sb: &Sandbox, base_url: &str, words: &[&str]) -> Command {
     c
 }
 
+/// Waits for the prompt and gives its status line (the screen's last
+/// non-empty row under `you>`).
+fn status_line(s: &Screen) -> String {
+    s.wait_until("the status line", |_| {
+        s.rows()
+            .iter()
+            .any(|r| r.starts_with("test-model · ") || r.starts_with("other-model · "))
+    });
+    s.rows()
+        .into_iter()
+        .find(|r| r.starts_with("test-model · ") || r.starts_with("other-model · "))
+        .unwrap()
+}
+
 /// `tinyagent chat` with the sandbox's config plus `toml`.
 fn chat(sb: &Sandbox, base_url: &str, toml: &str) -> Command {
     let mut c = crate::support::pty::chat_cmd(sb, base_url, toml);
@@ -44,12 +58,15 @@ fn tinyagent_with_words_on_a_terminal_is_a_chat_that_starts_with_them() {
     // Markdown is rendered: the stars are gone.
     assert!(!text.contains("**the**"), "{text}");
     assert!(text.contains("you> fix the bug"), "{text}");
-    // Then the prompt, with the status line under it.
-    let text = s.wait_for("approvals mutating");
-    assert!(
-        text.contains("test-model") && text.contains("env local"),
-        "{text}"
+    // Then the prompt, with the status line under it: model, workspace,
+    // approvals, environment, tokens, cost (unknown price), context.
+    let status = status_line(&s);
+    let ws = sb.ws().display().to_string();
+    let want = format!(
+        "test-model · {ws} · approvals mutating · env local · 10 in / 5 out · $? · context "
     );
+    assert!(status.starts_with(&want), "{status}");
+    s.wait_prompt("you>");
     s.send("\x04");
     let text = s.wait_for("come back to it with: tinyagent chat --resume");
     assert_eq!(s.exit_code(), Some(0), "{text}");
@@ -69,6 +86,7 @@ fn tinyagent_alone_on_a_terminal_opens_the_chat_and_off_one_prints_help() {
     let mut s = Screen::spawn(&bare(&sb, &mock.base_url(), &[]));
     s.wait_for("you>");
     s.wait_for("approvals mutating");
+    s.wait_prompt("you>");
     s.send("\x04");
     assert_eq!(s.exit_code(), Some(0));
     assert_eq!(mock.request_count(), 0);
@@ -117,6 +135,7 @@ fn slash_commands_never_reach_the_model_and_unknown_ones_say_so() {
     // The mock's usage has no price: the cost is unknown, not $0.
     let text = s.wait_for("price of this model is unknown");
     assert!(text.contains("$?"), "{text}");
+    s.wait_prompt("you>");
     s.send("\x04");
     assert_eq!(s.exit_code(), Some(0));
     assert_eq!(mock.request_count(), 1);
@@ -154,6 +173,7 @@ fn model_approvals_and_compact_are_records_durable_before_the_next_request() {
     assert_eq!(mock.request_count(), 1);
     s.line("again");
     s.wait_for("two");
+    s.wait_prompt("you>");
     s.send("\x04");
     assert_eq!(s.exit_code(), Some(0));
     let reqs = mock.requests();
@@ -162,5 +182,89 @@ fn model_approvals_and_compact_are_records_durable_before_the_next_request() {
     assert_eq!(reqs[2]["model"], "other-model");
     let recs = contract::read_checked(&sb.wal());
     assert_eq!(of_kind(&recs, "compaction").len(), 1);
+    mock.assert_no_violations();
+}
+
+#[test]
+fn a_chat_asks_showing_the_diff_and_the_whole_command_then_folds_the_result_to_its_end() {
+    let sb = Sandbox::new();
+    std::fs::write(sb.ws().join("README.md"), "# proj\n\nOld text.\n").unwrap();
+    let command = "for i in $(seq 1 30); do echo PASS $i; done\necho FAIL parse; exit 1";
+    let mock = MockServer::start(vec![
+        MockReply::tool_call(
+            "edit",
+            json!({"path": "README.md", "old_string": "Old text.", "new_string": "A greeter."}),
+        )
+        .with_ids(&["e1"]),
+        MockReply::tool_call("bash", json!({ "command": command })).with_ids(&["b1"]),
+        MockReply::text("done"),
+    ]);
+    let mut s = Screen::spawn(&chat(&sb, &mock.base_url(), ""));
+    s.wait_for("approvals mutating");
+    s.line("fix the readme");
+    // The diff, before the question and before anything changed.
+    let text = s.wait_for("approve this edit (e1)");
+    assert!(
+        text.contains("-Old text.") && text.contains("+A greeter."),
+        "{text}"
+    );
+    assert!(!text.contains("new_string"), "no raw JSON: {text}");
+    assert_eq!(
+        std::fs::read_to_string(sb.ws().join("README.md")).unwrap(),
+        "# proj\n\nOld text.\n"
+    );
+    s.line("y");
+    // The whole command, both lines, then the question once.
+    let text = s.wait_for("approve this bash (b1)");
+    assert!(
+        text.contains("$ for i in $(seq 1 30); do echo PASS $i; done")
+            && text.contains("> echo FAIL parse; exit 1"),
+        "{text}"
+    );
+    assert_eq!(text.matches("approve this bash").count(), 1, "{text}");
+    s.line("y");
+    // Folded to head and tail: the failure and the exit code show.
+    let text = s.wait_until("the result and the answer", |t| {
+        t.contains("· exit 1") && t.lines().any(|l| l == "done")
+    });
+    let result_line = text
+        .lines()
+        .find(|l| l.contains("bash b1 · exit 1"))
+        .unwrap_or_else(|| panic!("no result line with the exit code:\n{text}"));
+    assert!(result_line.contains("31 lines"), "{result_line}");
+    assert!(
+        text.contains("FAIL parse") && text.contains("PASS 1"),
+        "{text}"
+    );
+    assert!(!text.contains("PASS 15"), "folded: {text}");
+    assert!(text.contains("more lines (/show b1"), "{text}");
+    // /show unfolds it.
+    s.wait_for("30 in / 15 out");
+    s.line("/show b1");
+    s.wait_for("PASS 15");
+    s.wait_prompt("you>");
+    s.send("\x04");
+    assert_eq!(s.exit_code(), Some(0));
+    assert_eq!(
+        std::fs::read_to_string(sb.ws().join("README.md")).unwrap(),
+        "# proj\n\nA greeter.\n"
+    );
+    // `log show` folds as the chat did; `--full` unfolds.
+    let show = |full: bool| {
+        let mut c = Command::new(bin());
+        c.args(["log", "show"]).arg(sb.wal());
+        if full {
+            c.arg("--full");
+        }
+        let o = c.env("TINYAGENT_HOME", sb.home()).output().unwrap();
+        String::from_utf8_lossy(&o.stdout).to_string()
+    };
+    let folded = show(false);
+    assert!(
+        folded.contains("bash b1 · exit 1 (31 lines)") && !folded.contains("PASS 15"),
+        "{folded}"
+    );
+    assert!(folded.contains("FAIL parse"), "{folded}");
+    assert!(show(true).contains("PASS 15"));
     mock.assert_no_violations();
 }

@@ -138,8 +138,7 @@ impl Screen {
 
     /// The row the cursor is on.
     pub fn cursor_row(&self) -> String {
-        let p = self.parser.lock().unwrap();
-        let (row, _) = p.screen().cursor_position();
+        let row = self.parser.lock().unwrap().screen().cursor_position().0;
         self.rows()[row as usize].clone()
     }
 
@@ -164,6 +163,23 @@ impl Screen {
     /// Waits until `text` is on the screen or in the scrollback.
     pub fn wait_for(&self, text: &str) -> String {
         self.wait_until(text, |t| t.contains(text))
+    }
+
+    /// Waits until the cursor sits in a prompt's input (a row that starts
+    /// with `prompt`): keys typed now go to it. (A Ctrl-D typed before the
+    /// terminal leaves its line mode is an end of file nobody reads.)
+    pub fn wait_prompt(&self, prompt: &str) {
+        let deadline = Instant::now() + TIMEOUT;
+        while !self.cursor_row().starts_with(prompt) {
+            assert!(
+                Instant::now() <= deadline,
+                "timed out waiting for the prompt; the terminal shows:\n{}",
+                self.history()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // Raw mode is on before the prompt is drawn.
+        std::thread::sleep(Duration::from_millis(50));
     }
 
     /// Waits until `text` shows `n` times.
