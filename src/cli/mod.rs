@@ -13,6 +13,7 @@ mod envcmd;
 pub mod fork;
 pub mod inspect;
 mod logcmd;
+mod man;
 mod mcpcmd;
 mod remote;
 mod resume;
@@ -305,13 +306,7 @@ async fn dispatch(cli: Cli) -> Result<i32, CliError> {
             clap_complete::generate(a.shell, &mut cmd, "tinyagent", &mut text);
             print_all(&text)
         }
-        Command::Man => {
-            let mut text = Vec::new();
-            clap_mangen::Man::new(<Cli as clap::CommandFactory>::command())
-                .render(&mut text)
-                .map_err(|e| CliError::new(1, format!("cannot make the man page: {e}")))?;
-            print_all(&text)
-        }
+        Command::Man => print_all(&man::page()?),
         Command::Env(args::EnvCommand::Prune(a)) => crate::runtime::blocking(|| envcmd::prune(&a)),
         Command::Mcp(args::McpCommand::List(a)) => crate::runtime::blocking(|| mcpcmd::list(&a)),
         Command::Fork(a) => crate::runtime::blocking(|| fork::fork(&a)),

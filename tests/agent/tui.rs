@@ -268,3 +268,74 @@ fn a_chat_asks_showing_the_diff_and_the_whole_command_then_folds_the_result_to_i
     assert!(show(true).contains("PASS 15"));
     mock.assert_no_violations();
 }
+
+/// The noise a person saw after every run is gone: no overhead line, no
+/// checkpoint line before anything changed; the config error keeps its
+/// caret diagram; `sessions | head` says nothing about a pipe; `man` is one
+/// complete page.
+#[test]
+fn the_noise_list_is_gone() {
+    let sb = Sandbox::new();
+    std::fs::write(sb.ws().join("a.txt"), "a\n").unwrap();
+    std::fs::write(sb.ws().join("b.txt"), "b\n").unwrap();
+    let mock = MockServer::start(vec![MockReply::text("nothing to do")]);
+    let out = sb.run_cmd(&mock.base_url(), "look").output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!err.contains("overhead"), "{err}");
+    assert!(!err.contains("checkpoint"), "nothing changed: {err}");
+    // The first line names what acts where.
+    let first = err.lines().next().unwrap();
+    assert!(
+        first.contains("workspace ")
+            && first.contains("approvals never")
+            && first.contains("env local"),
+        "{first}"
+    );
+
+    std::fs::write(sb.path("bad.toml"), "[model]\nname = 3\n").unwrap();
+    let out = Command::new(bin())
+        .args(["run", "--config"])
+        .arg(sb.path("bad.toml"))
+        .arg("x")
+        .env("TINYAGENT_HOME", sb.home())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.lines()
+            .any(|l| l.trim_start().starts_with("2 | name = 3"))
+            && err
+                .lines()
+                .any(|l| l.trim_end().ends_with('|') || l.contains('^')),
+        "the caret diagram, on lines of its own: {err}"
+    );
+
+    // The reader is gone before the list is written.
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "(sleep 0.3; {} sessions --all; echo \"rc=$?\" >&2) | true",
+            bin().display()
+        ))
+        .env("TINYAGENT_HOME", sb.home())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(err.trim(), "rc=0", "{err}");
+
+    let out = Command::new(bin()).arg("man").output().unwrap();
+    let page = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success());
+    for section in [
+        "TINYAGENT RUN",
+        "TINYAGENT RESUME",
+        "TINYAGENT CHAT",
+        "TINYAGENT LOG INSPECT",
+    ] {
+        assert!(page.contains(section), "{section}");
+    }
+    assert!(!page.contains("(1)"), "no page it lacks is named");
+    mock.assert_no_violations();
+}
