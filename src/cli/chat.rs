@@ -250,6 +250,11 @@ pub async fn converse(agent: &mut Agent) -> Result<RunStatus, AgentError> {
         .set_text_view(Box::new(crate::tui::markdown::Stream::new(color)));
     let history = history_file(agent.workspace());
     let editor = Editor::start(history);
+    // A chat that comes back shows where it was.
+    let so_far = crate::tui::replay::conversation(&agent.state().view, color);
+    if !so_far.is_empty() {
+        crate::agent::output::err_text(&so_far);
+    }
     agent.output().say(
         "chat: type a message (/help for commands); Ctrl-C stops a turn, Ctrl-D ends the chat",
     );

@@ -9,10 +9,12 @@
 //! - [`status`]: the status line.
 //! - [`markdown`]: model text rendered for a terminal.
 //! - [`history`]: the input history's file.
+//! - [`replay`]: a resumed chat's conversation so far.
 
 pub mod commands;
 pub mod editor;
 pub mod history;
 pub mod markdown;
 pub mod prompt;
+pub mod replay;
 pub mod status;

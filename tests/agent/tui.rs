@@ -339,3 +339,61 @@ fn the_noise_list_is_gone() {
     assert!(!page.contains("(1)"), "no page it lacks is named");
     mock.assert_no_violations();
 }
+
+#[test]
+fn rewind_forks_restores_the_files_and_goes_on_in_the_fork() {
+    let sb = Sandbox::new();
+    let mock = MockServer::start(vec![
+        MockReply::tool_call("write", json!({"path": "a.txt", "content": "one\n"}))
+            .with_ids(&["w1"]),
+        MockReply::text("wrote a"),
+        MockReply::tool_call("write", json!({"path": "b.txt", "content": "two\n"}))
+            .with_ids(&["w2"]),
+        MockReply::text("wrote b"),
+        MockReply::text("back at step 2"),
+    ]);
+    let mut s = Screen::spawn(&chat(
+        &sb,
+        &mock.base_url(),
+        "[approvals]\nmode = \"never\"\n",
+    ));
+    s.wait_prompt("you>");
+    s.line("write a");
+    s.wait_for("wrote a");
+    s.wait_prompt("you>");
+    s.line("write b");
+    s.wait_for("wrote b");
+    s.wait_prompt("you>");
+    assert!(sb.ws().join("b.txt").exists());
+    s.line("/diff 3");
+    s.wait_for("+two");
+    s.line("/rewind 2");
+    s.wait_for("rewound to step 2");
+    s.wait_prompt("you>");
+    // The fork comes back showing the conversation it holds.
+    let text = s.history();
+    let replay = &text[text.find("the conversation so far").expect("a replay")..];
+    assert!(
+        replay.contains("you> write a") && replay.contains("wrote a"),
+        "{replay}"
+    );
+    assert!(!replay.contains("wrote b"), "{replay}");
+    assert!(sb.ws().join("a.txt").exists(), "{text}");
+    assert!(!sb.ws().join("b.txt").exists(), "{text}");
+    s.line("go on");
+    s.wait_for("back at step 2");
+    s.wait_prompt("you>");
+    s.send("\x04");
+    let text = s.wait_for("come back to it with");
+    assert_eq!(s.exit_code(), Some(0), "{text}");
+    // The original log is as it was; the fork holds the new message, and
+    // its model request has the first turn but not the second.
+    let last = mock.requests().pop().unwrap().to_string();
+    assert!(
+        last.contains("write a") && last.contains("go on") && !last.contains("write b"),
+        "{last}"
+    );
+    let original = contract::read_checked(&sb.wal());
+    assert!(!original.iter().any(|r| r.data["content"] == "go on"));
+    mock.assert_no_violations();
+}
