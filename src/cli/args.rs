@@ -53,6 +53,14 @@ pub fn chat_by_default(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsStr
     args
 }
 
+/// The command line as clap is to read it ([`chat_by_default`], and
+/// `--last` where a log goes: see `cli::runs`).
+pub fn prepare(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    let mut args = chat_by_default(args);
+    super::runs::spell_last(&mut args);
+    args
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Start a new run; prints the log path on stderr.
@@ -311,8 +319,10 @@ pub struct SessionFlags {
 
 #[derive(Debug, Args, Clone, Default)]
 pub struct ResumeArgs {
-    /// The log (or a whole-file trajectory JSON, which is imported first).
-    #[arg(required_unless_present = "last", conflicts_with = "last")]
+    /// The log (or a whole-file trajectory JSON, which is imported first),
+    /// or a run id from `tinyagent sessions` (a unique start is enough).
+    /// Without one, on a terminal: a pick of this workspace's runs.
+    #[arg(conflicts_with = "last")]
     pub path: Option<PathBuf>,
     /// Resume the newest run of this workspace (or of --cwd; see
     /// `tinyagent sessions`).
@@ -339,7 +349,8 @@ impl std::ops::Deref for ResumeArgs {
 /// `tinyagent approve`: the answer to a run's waiting question.
 #[derive(Debug, Args, Clone, Default)]
 pub struct ApproveArgs {
-    /// The log of the run that waits.
+    /// The log of the run that waits: its path, its run id (or a unique
+    /// start of one), or --last.
     pub wal: PathBuf,
     /// The call it asks about (`log inspect` and `sessions` show it).
     pub call_id: String,
@@ -400,7 +411,7 @@ impl ResumeArgs {
 pub enum LogCommand {
     /// What the log holds: status, liveness, plan, calls, usage, integrity.
     Inspect {
-        /// The log.
+        /// The log: its path, its run id (or a unique start of one), or --last.
         wal: PathBuf,
         /// One JSON object on stdout.
         #[arg(long)]
@@ -408,18 +419,18 @@ pub enum LogCommand {
     },
     /// Exit 0 clean, 1 torn tail (resume will cut it), 2 corrupt or unreadable.
     Verify {
-        /// The log.
+        /// The log: its path, its run id (or a unique start of one), or --last.
         wal: PathBuf,
     },
     /// Cut a torn tail (the cut bytes are kept beside the log).
     Repair {
-        /// The log.
+        /// The log: its path, its run id (or a unique start of one), or --last.
         wal: PathBuf,
     },
     /// The run as a readable transcript: task, steps, calls, results
     /// (folded), resumes, the end; paged on a terminal ($PAGER).
     Show {
-        /// The log.
+        /// The log: its path, its run id (or a unique start of one), or --last.
         wal: PathBuf,
         /// Tool results whole, not folded to their first and last lines.
         #[arg(long)]
@@ -427,7 +438,7 @@ pub enum LogCommand {
     },
     /// Whole-file trajectory JSON, schema v2.
     Export {
-        /// The log.
+        /// The log: its path, its run id (or a unique start of one), or --last.
         wal: PathBuf,
         /// Where to write it (default: stdout).
         #[arg(short = 'o', long = "output")]
@@ -436,7 +447,7 @@ pub enum LogCommand {
     /// A unified diff of the workspace files one step or one call changed
     /// (without --step or --call: the whole run).
     Diff {
-        /// The log.
+        /// The log: its path, its run id (or a unique start of one), or --last.
         wal: PathBuf,
         /// What this step changed (from the checkpoint before it to its last).
         #[arg(long, conflicts_with = "call")]
@@ -457,7 +468,8 @@ pub enum LogCommand {
 
 #[derive(Debug, Args, Clone)]
 pub struct ForkArgs {
-    /// The log to fork (read only).
+    /// The log to fork (read only): its path, its run id (or a unique
+    /// start of one), or --last.
     pub wal: PathBuf,
     /// The last step the fork keeps (0: only the starting state).
     #[arg(long)]

@@ -18,6 +18,7 @@ mod mcpcmd;
 mod remote;
 mod resume;
 mod run;
+mod runs;
 pub mod secrets;
 mod sessions;
 mod show;
@@ -152,6 +153,10 @@ pub fn finished(
 /// re-execute the process (see [`secrets`]): call this before any thread
 /// starts.
 pub fn main(mut cli: Cli) -> i32 {
+    if let Err(e) = runs::resolve(&mut cli) {
+        crate::agent::output::err_line(&format!("tinyagent: {}", e.message));
+        return e.code;
+    }
     if let Command::Resume(a) = &mut cli.command
         && a.last
     {
@@ -206,7 +211,7 @@ fn listen_for_stop() -> Result<(), CliError> {
 
 /// `resume --last`: the newest run of `cwd` (default: the current
 /// directory).
-fn newest_run(cwd: Option<&std::path::Path>) -> Result<std::path::PathBuf, CliError> {
+pub(crate) fn newest_run(cwd: Option<&std::path::Path>) -> Result<std::path::PathBuf, CliError> {
     let here = match cwd {
         Some(dir) => dir.to_path_buf(),
         None => std::env::current_dir()

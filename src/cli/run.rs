@@ -654,6 +654,9 @@ pub async fn run_as(args: &RunArgs, chat: bool) -> Result<i32, CliError> {
         }
     };
     let container = env.container().cloned();
+    if let Ok(home) = home() {
+        super::sessions::index(&home, &plan.wal, &plan.started.run_id);
+    }
     let plan_wal = plan.wal.clone();
     let key_var = key_var(&plan.config).to_string();
     let processes = ProcessTable::new(process_dir(&plan.wal));

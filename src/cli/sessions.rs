@@ -35,6 +35,9 @@ pub struct Session {
     /// a chat's next message).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub waiting: Option<super::inspect::WaitingJson>,
+    /// A run that ended in an error before its first model response: why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failed_to_start: Option<String>,
 }
 
 impl Session {
@@ -58,6 +61,12 @@ impl Session {
             container: report.container.clone(),
             error: None,
             waiting: report.waiting.clone(),
+            failed_to_start: (report.status == "error" && report.steps == 0).then(|| {
+                report
+                    .reason
+                    .clone()
+                    .unwrap_or_else(|| "no reason recorded".into())
+            }),
         }
     }
 
@@ -74,6 +83,7 @@ impl Session {
             container: None,
             error: Some(why),
             waiting: None,
+            failed_to_start: None,
         }
     }
 }
@@ -113,14 +123,19 @@ fn container_states(rows: &mut [Session]) {
 /// Every run under `home`, newest first; only those of `workspace` when
 /// given (compared as canonical paths).
 pub fn list(home: &Path, workspace: Option<&Path>) -> Vec<Session> {
-    let Ok(dir) = std::fs::read_dir(home.join("runs")) else {
-        return Vec::new();
-    };
-    let mut logs: Vec<PathBuf> = dir
+    let mut logs: Vec<PathBuf> = std::fs::read_dir(home.join("runs"))
+        .into_iter()
+        .flatten()
         .flatten()
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|x| x == "wal") && p.is_file())
         .collect();
+    // Runs whose log is elsewhere (`--wal`), as the index names them.
+    for log in indexed(home) {
+        if !logs.contains(&log) {
+            logs.push(log);
+        }
+    }
     logs.sort();
     let want = workspace.map(canonical);
     let mut rows: Vec<Session> = logs
@@ -144,6 +159,76 @@ pub fn list(home: &Path, workspace: Option<&Path>) -> Vec<Session> {
         (b.started_at.as_deref(), b.log.as_str()).cmp(&(a.started_at.as_deref(), a.log.as_str()))
     });
     rows
+}
+
+/// Where the index of runs whose log is outside `$TINYAGENT_HOME/runs`
+/// lives: one file per run, named by its id, holding the log's path.
+fn index_dir(home: &Path) -> PathBuf {
+    home.join("index")
+}
+
+/// Notes a run whose log is not under `home/runs` (started with `--wal`
+/// elsewhere), so that `sessions` lists it and its id names it. Best
+/// effort: the run goes on without it.
+pub fn index(home: &Path, wal: &Path, run_id: &str) {
+    use std::os::unix::fs::OpenOptionsExt;
+    if wal.parent() == Some(home.join("runs").as_path()) || run_id.contains(['/', '\\']) {
+        return;
+    }
+    let dir = index_dir(home);
+    if tinyagent_store::fsutil::create_dir_all_durable(&dir).is_err() {
+        return;
+    }
+    let path = canonical(wal);
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(dir.join(run_id))
+    {
+        let _ = f.write_all(path.as_os_str().as_encoded_bytes());
+    }
+}
+
+/// The logs the index names that are still there.
+fn indexed(home: &Path) -> Vec<PathBuf> {
+    let Ok(dir) = std::fs::read_dir(index_dir(home)) else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+        .map(|p| PathBuf::from(p.trim_end()))
+        .filter(|p| p.is_file())
+        .collect()
+}
+
+/// The log a run id (or a unique start of one) names, among every run
+/// `sessions --all` lists.
+///
+/// # Errors
+/// Exit 2 when no run or more than one matches.
+pub fn by_id(home: &Path, id: &str) -> Result<PathBuf, CliError> {
+    let rows = list(home, None);
+    let hits: Vec<&Session> = rows
+        .iter()
+        .filter(|s| s.run_id.as_deref().is_some_and(|r| r.starts_with(id)))
+        .collect();
+    match hits.as_slice() {
+        [one] => Ok(PathBuf::from(&one.log)),
+        [] => Err(CliError::refused(format!(
+            "{id}: no such log, and no run id starts with it (`tinyagent sessions --all` lists \
+             them)"
+        ))),
+        many => Err(CliError::refused(format!(
+            "{id} names {} runs ({}); give more of the id",
+            many.len(),
+            many.iter()
+                .filter_map(|s| s.run_id.as_deref())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+    }
 }
 
 fn canonical(p: &Path) -> PathBuf {
@@ -222,6 +307,12 @@ pub fn sessions(all: bool, json: bool, out: &mut dyn Write) -> Result<i32, CliEr
                 place.push_str("  ");
             }
             place.push_str(&format!("container {} ({})", c.name, c.state));
+        }
+        if let Some(why) = &s.failed_to_start {
+            if !place.is_empty() {
+                place.push_str("  ");
+            }
+            place.push_str(&format!("failed before its first model response: {why}"));
         }
         if let Some(w) = &s.waiting {
             if !place.is_empty() {

@@ -104,6 +104,11 @@ fn a_chat_killed_at_its_prompt_resumes_at_its_prompt() {
     );
     pty::kill9(&mut s);
     let mut r = pty::spawn(pty::resume_cmd(&sb, &sb.wal()));
+    // The conversation so far, then the prompt.
+    r.exp_string("you> first message")
+        .expect("the conversation so far");
+    r.exp_string("Ctrl-D ends the chat")
+        .expect("the greeting after it");
     r.exp_string(PROMPT).expect("back at the prompt");
     // Nothing was sent to the model on the way back.
     std::thread::sleep(Duration::from_millis(200));
@@ -124,6 +129,11 @@ fn a_chat_killed_at_its_prompt_resumes_at_its_prompt() {
     let mut cmd = pty::chat_cmd(&sb, &mock.base_url(), NO_QUESTIONS);
     cmd.arg("--resume").arg(sb.wal());
     let mut again = pty::spawn(cmd);
+    // The conversation so far comes first (its lines start with the
+    // prompt's text too), then the prompt.
+    again
+        .exp_string("Ctrl-D ends the chat")
+        .expect("the greeting after the conversation");
     again
         .exp_string(PROMPT)
         .expect("the prompt of the ended chat");

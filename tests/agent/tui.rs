@@ -397,3 +397,89 @@ fn rewind_forks_restores_the_files_and_goes_on_in_the_fork() {
     assert!(!original.iter().any(|r| r.data["content"] == "go on"));
     mock.assert_no_violations();
 }
+
+/// Runs are named by id: every command that takes a log takes a run id,
+/// a unique start of one, or `--last`; runs logged elsewhere (`--wal`)
+/// are listed; a run that failed before its first model response says so;
+/// `resume` alone on a terminal offers a pick.
+#[test]
+fn runs_are_named_by_id_prefix_or_last_everywhere() {
+    let sb = Sandbox::new();
+    let mock = MockServer::start(vec![MockReply::text("all done")]);
+    let mut c = sb.run_cmd(&mock.base_url(), "first task");
+    c.current_dir(sb.ws());
+    let out = c.output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let recs = contract::read_checked(&sb.wal());
+    let id = recs[0].data["run_id"].as_str().unwrap().to_string();
+    let tiny = |args: &[&str]| {
+        let o = Command::new(bin())
+            .args(args)
+            .current_dir(sb.ws())
+            .env("TINYAGENT_HOME", sb.home())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).to_string(),
+            String::from_utf8_lossy(&o.stderr).to_string(),
+        )
+    };
+    // Logged with --wal outside $TINYAGENT_HOME, listed all the same.
+    let (code, list, err) = tiny(&["sessions"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(list.contains(&id), "{list}");
+    // By a prefix of its id, and by --last.
+    let prefix = &id[..id.len() - 2];
+    let (code, show, err) = tiny(&["log", "show", prefix]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(show.contains("first task"), "{show}");
+    let (code, inspect, err) = tiny(&["log", "inspect", "--json", "--last"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(inspect.contains(&id), "{inspect}");
+    let (code, _, err) = tiny(&["log", "verify", &id]);
+    assert_eq!(code, Some(0), "{err}");
+    let (code, _, err) = tiny(&["log", "show", "zzz-no-such-run"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("no run id starts with it"), "{err}");
+    // A run whose server is not there: failed before its first response.
+    let mut c = sb.run_cmd_wal(
+        "http://127.0.0.1:9/v1",
+        "never answered",
+        "",
+        &sb.path("dead.wal"),
+    );
+    c.current_dir(sb.ws());
+    assert_eq!(c.output().unwrap().status.code(), Some(1));
+    let (_, list, _) = tiny(&["sessions"]);
+    assert!(
+        list.contains("failed before its first model response"),
+        "{list}"
+    );
+    // `resume` alone on a terminal: a pick of this workspace's runs.
+    let mut resume = Command::new(bin());
+    resume
+        .arg("resume")
+        .current_dir(sb.ws())
+        .env("TINYAGENT_HOME", sb.home());
+    let mut s = Screen::spawn(&resume);
+    let text = s.wait_for("resume which?");
+    assert!(
+        text.contains(&id) && text.contains("never answered"),
+        "{text}"
+    );
+    s.line("zzz");
+    s.wait_for("no run id starts with it");
+    assert_eq!(s.exit_code(), Some(2));
+    // Off a terminal it asks for a log.
+    let (code, _, err) = tiny(&["resume"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("--last"), "{err}");
+    mock.assert_no_violations();
+}
