@@ -264,11 +264,14 @@ pub async fn converse(agent: &mut Agent) -> Result<RunStatus, AgentError> {
         crate::agent::output::err_line(&format!("{PROMPT}{first}"));
         agent.add_user_message(&first, "chat")?;
     }
+    // A chat a command went back to (`/rewind`, `/resume`) waits for the
+    // person first, wherever its log stopped.
+    let mut prompt_first = take_prompt_first();
     loop {
         if let Status::Finished(status) = agent.state().status {
             return Ok(status);
         }
-        if agent.state().chat_waiting {
+        if agent.state().chat_waiting || prompt_first {
             let asked = std::time::Instant::now();
             let status = crate::tui::status::Status::of(agent).line();
             let line = editor.line(status).await;
@@ -289,7 +292,10 @@ pub async fn converse(agent: &mut Agent) -> Result<RunStatus, AgentError> {
                         }
                     }
                 }
-                Ok(Line::Text(text)) => agent.add_user_message(&text, "chat")?,
+                Ok(Line::Text(text)) => {
+                    agent.add_user_message(&text, "chat")?;
+                    prompt_first = false;
+                }
                 Ok(Line::Cleared) => continue,
                 Ok(Line::End) => {
                     let status = agent.end_chat()?;
@@ -332,10 +338,21 @@ fn take_first_message() -> Option<String> {
     FIRST_MESSAGE.lock().ok()?.take()
 }
 
+/// Set when a command ends this chat for another that is to wait at its
+/// prompt first.
+static PROMPT_FIRST: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+fn take_prompt_first() -> bool {
+    PROMPT_FIRST.swap(false, std::sync::atomic::Ordering::SeqCst)
+}
+
 /// What a chat's command asked for once the chat ended: another chat.
 static NEXT: std::sync::Mutex<Option<super::chat_commands::Next>> = std::sync::Mutex::new(None);
 
 fn set_next(next: Option<super::chat_commands::Next>) {
+    if matches!(next, Some(super::chat_commands::Next::Resume(_))) {
+        PROMPT_FIRST.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
     if let Ok(mut n) = NEXT.lock() {
         *n = next;
     }

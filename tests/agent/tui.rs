@@ -380,6 +380,8 @@ fn rewind_forks_restores_the_files_and_goes_on_in_the_fork() {
     assert!(!replay.contains("wrote b"), "{replay}");
     assert!(sb.ws().join("a.txt").exists(), "{text}");
     assert!(!sb.ws().join("b.txt").exists(), "{text}");
+    // The fork waits for the person: nothing was asked of the model.
+    assert_eq!(mock.request_count(), 4);
     s.line("go on");
     s.wait_for("back at step 2");
     s.wait_prompt("you>");
@@ -481,5 +483,66 @@ fn runs_are_named_by_id_prefix_or_last_everywhere() {
     let (code, _, err) = tiny(&["resume"]);
     assert_eq!(code, Some(2));
     assert!(err.contains("--last"), "{err}");
+    mock.assert_no_violations();
+}
+
+/// A whole chat session as a person sees it (docs/transcript.md is this
+/// screen): a question with its diff, commands, a rewind. With
+/// `TINYAGENT_TRANSCRIPT=<file>` the terminal's text is written there.
+#[test]
+fn a_whole_session_reads_as_the_transcript_shows() {
+    let sb = Sandbox::new();
+    std::fs::write(sb.ws().join("README.md"), "# proj\n\nTODO\n").unwrap();
+    let mock = MockServer::start(vec![
+        MockReply::tool_call(
+            "edit",
+            json!({"path": "README.md", "old_string": "TODO", "new_string": "A greeter for the command line."}),
+        )
+        .with_content("I'll describe the project in the README.")
+        .with_ids(&["call_e1"]),
+        MockReply::text("Done: the README now says what the project is.\n\n- **README.md**: one line of description"),
+        MockReply::tool_call("bash", json!({"command": "cargo test --quiet 2>&1 | tail -3"}))
+            .with_ids(&["call_b1"]),
+        MockReply::text("The tests pass."),
+        MockReply::text("Back to how it was after step 2."),
+    ]);
+    let mut s = Screen::spawn(&chat(&sb, &mock.base_url(), ""));
+    s.wait_prompt("you>");
+    s.line("/help");
+    s.wait_for("/rewind STEP");
+    s.wait_prompt("you>");
+    s.line("describe the project in the README");
+    s.wait_for("approve this edit (call_e1)");
+    s.line("y");
+    s.wait_for("one line of description");
+    s.wait_prompt("you>");
+    s.line("run the tests");
+    s.wait_for("approve this bash (call_b1)");
+    s.line("n not now");
+    s.wait_for("The tests pass.");
+    s.wait_prompt("you>");
+    s.line("/cost");
+    s.wait_for("price of this model is unknown");
+    s.wait_prompt("you>");
+    s.line("/diff");
+    s.wait_for("+A greeter for the command line.");
+    s.wait_prompt("you>");
+    s.line("/rewind 2");
+    s.wait_for("rewound to step 2");
+    s.wait_prompt("you>");
+    s.line("what changed?");
+    s.wait_for("Back to how it was");
+    s.wait_prompt("you>");
+    s.send("\x04");
+    let text = s.wait_for("come back to it with");
+    assert_eq!(s.exit_code(), Some(0), "{text}");
+    assert_eq!(
+        std::fs::read_to_string(sb.ws().join("README.md")).unwrap(),
+        "# proj\n\nA greeter for the command line.\n"
+    );
+    if let Some(out) = std::env::var_os("TINYAGENT_TRANSCRIPT") {
+        let tmp = sb.dir.path().display().to_string();
+        std::fs::write(out, s.history().replace(&tmp, "/tmp/demo")).unwrap();
+    }
     mock.assert_no_violations();
 }
