@@ -171,8 +171,12 @@ impl Agent {
             config.model.name.clone_from(model);
             provider.set_model(model);
         }
-        if let Some(mode) = parts.store.state().approvals_set {
-            config.approvals.mode = mode;
+        // A recorded `/approvals mutating` holds on resume; a recorded
+        // `never` does not loosen what the log, the local config or a flag
+        // ask for now (a run that asked keeps asking; `/approvals never`
+        // again says otherwise).
+        if parts.store.state().approvals_set == Some(crate::kinds::ApproveMode::Mutating) {
+            config.approvals.mode = crate::kinds::ApproveMode::Mutating;
         }
         Ok(Agent {
             checkpoints,
