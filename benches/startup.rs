@@ -44,7 +44,7 @@ fn start_once(dir: &std::path::Path, n: u64) -> Duration {
         ])
         .arg("--wal")
         .arg(&wal)
-        .current_dir(dir)
+        .current_dir(dir.join("ws"))
         .env("TINYAGENT_HOME", dir.join("home"))
         .env("TERM", "xterm-256color")
         .env_remove("OPENAI_API_KEY")
@@ -78,17 +78,27 @@ fn start_once(dir: &std::path::Path, n: u64) -> Duration {
         }
     };
     // Ctrl-D once the prompt reads keys; then drain until it exits.
-    std::thread::sleep(Duration::from_millis(20));
+    std::thread::sleep(Duration::from_millis(50));
     master.write_all(b"\x04").unwrap();
-    let _ = child.wait();
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while child.try_wait().ok().flatten().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
     elapsed
 }
 
 fn startup(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
+    // An empty workspace of its own: the logs and their stores are beside it.
+    std::fs::create_dir(dir.path().join("ws")).unwrap();
     let mut n = 0;
     let mut group = c.benchmark_group("startup");
-    group.sample_size(20);
+    group.sample_size(10);
     group.bench_function("chat_to_prompt", |b| {
         b.iter_custom(|iters| {
             let mut total = Duration::ZERO;
