@@ -861,6 +861,48 @@ pub struct ChatWaiting {
     pub interrupted: Option<String>,
 }
 
+/// A chat's `/model` or `/approvals`: the run's settings from here on.
+/// Durable before the next model request; folded into the state, so a
+/// resumed run keeps them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SettingsChanged {
+    pub step: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approvals: Option<crate::kinds::ApproveMode>,
+    /// Who changed them (`chat`).
+    #[serde(default)]
+    pub by: String,
+}
+
+impl SettingsChanged {
+    /// What changed, for a person: `model gpt-x · approvals never`.
+    pub fn shown(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(m) = &self.model {
+            parts.push(format!("model {m}"));
+        }
+        if let Some(a) = self.approvals {
+            let mode = match a {
+                crate::kinds::ApproveMode::Never => "never",
+                crate::kinds::ApproveMode::Mutating => "mutating",
+            };
+            parts.push(format!("approvals {mode}"));
+        }
+        parts.join(" · ")
+    }
+}
+
+/// A chat's `/compact`: the history is compacted before the next request,
+/// whatever its size.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompactionRequested {
+    pub step: u64,
+    #[serde(default)]
+    pub by: String,
+}
+
 /// Text the model is shown after a turn the person cut short.
 pub fn chat_interrupted_text(signal: &str) -> String {
     format!(
@@ -924,9 +966,14 @@ pub struct ApprovalDecided {
     #[serde(default)]
     pub reason: Option<String>,
     /// The person answered "always": every later call of `tool` in this run
-    /// is allowed without a question.
+    /// is allowed without a question (for bash: every command that starts
+    /// with `scope`).
     #[serde(default, skip_serializing_if = "is_false")]
     pub always: bool,
+    /// What an "always" for bash covers: a command prefix (`cargo test`).
+    /// Absent in older logs, where "always" covered all of bash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
 }
 
 /// One log record's payload.
@@ -974,6 +1021,10 @@ pub enum Event {
     ApprovalRequested(ApprovalRequested),
     #[serde(rename = "approval.decided")]
     ApprovalDecided(ApprovalDecided),
+    #[serde(rename = "settings.changed")]
+    SettingsChanged(SettingsChanged),
+    #[serde(rename = "compaction.requested")]
+    CompactionRequested(CompactionRequested),
 }
 
 impl Event {
@@ -998,6 +1049,8 @@ impl Event {
             Event::ChatWaiting(_) => "chat.waiting",
             Event::ApprovalRequested(_) => "approval.requested",
             Event::ApprovalDecided(_) => "approval.decided",
+            Event::SettingsChanged(_) => "settings.changed",
+            Event::CompactionRequested(_) => "compaction.requested",
         }
     }
 }

@@ -100,3 +100,4 @@ pub mod store;
 pub(crate) mod text;
 pub mod tools;
 pub(crate) mod trajectory;
+pub mod tui;

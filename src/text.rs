@@ -74,3 +74,67 @@ mod tests {
         assert_eq!(cut_bytes("abc", 3), "abc");
     }
 }
+
+/// A tool result folded for a person: the exit code a command reported
+/// (its `[exit code: N]` line, taken out of the lines), and the first and
+/// last lines with the count of those left out between them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Folded<'a> {
+    pub exit_code: Option<&'a str>,
+    pub head: Vec<&'a str>,
+    /// Lines left out between `head` and `tail`.
+    pub hidden: usize,
+    pub tail: Vec<&'a str>,
+    /// All the lines but the exit code's.
+    pub lines: usize,
+}
+
+/// Folds `content` to its first `head` and last `tail` lines.
+pub fn fold(content: &str, head: usize, tail: usize) -> Folded<'_> {
+    let mut lines: Vec<&str> = content.trim_end().lines().collect();
+    let exit_code = lines
+        .last()
+        .and_then(|l| l.trim().strip_prefix("[exit code: "))
+        .and_then(|l| l.strip_suffix(']'));
+    if exit_code.is_some() {
+        lines.pop();
+    }
+    let total = lines.len();
+    if total <= head + tail + 1 {
+        return Folded {
+            exit_code,
+            head: lines,
+            hidden: 0,
+            tail: Vec::new(),
+            lines: total,
+        };
+    }
+    Folded {
+        exit_code,
+        head: lines[..head].to_vec(),
+        hidden: total - head - tail,
+        tail: lines[total - tail..].to_vec(),
+        lines: total,
+    }
+}
+
+#[cfg(test)]
+mod fold_tests {
+    use super::fold;
+
+    #[test]
+    fn a_failing_test_run_shows_its_end_and_exit_code() {
+        let mut out: String = (1..=20).map(|i| format!("PASS {i}\n")).collect();
+        out.push_str("FAIL parse\n[exit code: 101]\n");
+        let f = fold(&out, 3, 2);
+        assert_eq!(f.exit_code, Some("101"));
+        assert_eq!(f.head, ["PASS 1", "PASS 2", "PASS 3"]);
+        assert_eq!(f.tail, ["PASS 20", "FAIL parse"]);
+        assert_eq!((f.hidden, f.lines), (16, 21));
+        let short = fold("a\nb\n[exit code: 0]", 3, 2);
+        assert_eq!(
+            (short.head, short.hidden, short.exit_code),
+            (vec!["a", "b"], 0, Some("0"))
+        );
+    }
+}

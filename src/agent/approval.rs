@@ -253,10 +253,10 @@ impl Agent {
             }
             Some(ApprovalMark::Requested { .. }) => {}
             None => {
-                let (by, reason) = if self.state().always_allowed.contains(&call.name) {
+                let (by, reason) = if let Some(what) = self.always_covers(call) {
                     (
                         "always",
-                        format!("{} was allowed for the rest of the run", call.name),
+                        format!("{what} was allowed for the rest of the run"),
                     )
                 } else if let Some(rule) = self.allow_rule(call) {
                     ("rule", format!("allowed by the rule {rule:?}"))
@@ -273,6 +273,7 @@ impl Agent {
                         by: by.into(),
                         reason: Some(reason),
                         always: false,
+                        scope: None,
                     }))?;
                     return Ok(Approval::Allowed);
                 }
@@ -291,13 +292,26 @@ impl Agent {
             }
         }
         let asked = std::time::Instant::now();
-        let reply = wait_for_answer(&wal, step, call);
+        // "Always" for bash covers the command's prefix, and only a plain
+        // command has one.
+        let scope = (call.name == "bash")
+            .then(|| bash_command(call).and_then(|c| super::approval_view::bash_prefix(&c)))
+            .flatten();
+        let offer_always = call.name != "bash" || scope.is_some();
+        let details = super::approval_view::details(call, &self.config.workspace);
+        let always = match (&scope, offer_always) {
+            (_, false) => String::new(),
+            (Some(prefix), true) => format!(" / [a]lways `{}`", printable(prefix)),
+            (None, true) => format!(" / [a]lways {}", printable(&call.name)),
+        };
+        let reply = wait_for_answer(&wal, step, call, &details, &always);
         self.timing.waiting += asked.elapsed();
         let (decision, always, reason, by) = match reply {
             Reply::Stopped(sig) => return Ok(Approval::Stopped(sig)),
-            Reply::Terminal(d, always, reason) => (d, always, reason, "tty"),
+            Reply::Terminal(d, always, reason) => (d, always && offer_always, reason, "tty"),
             Reply::File(a) => (a.decision, false, a.reason, "approve"),
         };
+        let scope = scope.filter(|_| always);
         self.append(Event::ApprovalDecided(ApprovalDecided {
             step,
             call_id: call.id.clone(),
@@ -306,6 +320,7 @@ impl Agent {
             by: by.into(),
             reason: reason.clone(),
             always,
+            scope,
         }))?;
         let _ = std::fs::remove_file(answer_path(&wal, step, &call.id));
         Ok(match decision {
@@ -315,6 +330,24 @@ impl Agent {
                 reason,
             },
         })
+    }
+
+    /// What an earlier "always" that covers `call` allowed (the tool, or
+    /// for bash the command's prefix), if one does.
+    fn always_covers(&self, call: &ToolCall) -> Option<String> {
+        let allowed = &self.state().always_allowed;
+        if allowed.contains(&call.name) {
+            return Some(call.name.clone());
+        }
+        if call.name != "bash" {
+            return None;
+        }
+        let command = bash_command(call)?;
+        allowed
+            .iter()
+            .filter_map(|a| a.strip_prefix("bash:"))
+            .find(|prefix| super::approval_view::prefix_covers(prefix, &command))
+            .map(|prefix| format!("`{prefix}`"))
     }
 
     /// The allow rule of the config that covers `call`, if one does.
@@ -332,7 +365,10 @@ impl Agent {
 /// Waits for the answer to `call`: a line on the terminal (when stdin is
 /// one), an answer file from `tinyagent approve`, or a stopping signal,
 /// whichever comes first.
-fn wait_for_answer(wal: &Path, step: u64, call: &ToolCall) -> Reply {
+///
+/// `details` (the command, the diff) is shown before the question;
+/// `always` is the question's "always" choice (empty: not offered).
+fn wait_for_answer(wal: &Path, step: u64, call: &ToolCall, details: &str, always: &str) -> Reply {
     use std::io::IsTerminal;
     let owner =
         std::fs::metadata(wal).map_or_else(|_| nix::unistd::geteuid().as_raw(), |m| m.uid());
@@ -344,16 +380,22 @@ fn wait_for_answer(wal: &Path, step: u64, call: &ToolCall) -> Reply {
         wal.display(),
         printable(&call.id)
     );
-    let question = format!(
-        "approve {preview} ? [y]es / [n]o [reason] / [a]lways {} : ",
-        printable(&call.name)
-    );
+    let always_text = always;
+    let question = if details.is_empty() {
+        format!("approve {preview} ? [y]es / [n]o [reason]{always_text} : ")
+    } else {
+        format!(
+            "approve this {} ({}) ? [y]es / [n]o [reason]{always_text} : ",
+            printable(&call.name),
+            printable(&call.id)
+        )
+    };
     if tty {
         // Only what is typed after the question answers it: a line typed
         // ahead (or pushed into the terminal by anything) is thrown away.
         discard_typed_ahead();
         crate::report::err_text(&format!(
-            "(or answer from elsewhere: {elsewhere})\n{question}"
+            "{details}(or answer from elsewhere: {elsewhere})\n{question}"
         ));
     } else {
         crate::report::err_line(&format!(

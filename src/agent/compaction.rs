@@ -107,17 +107,21 @@ impl Agent {
     pub(super) async fn maybe_compact(&mut self, context: u64) -> Result<bool, AgentError> {
         let threshold = self.config.compact_at;
         let estimate = context;
-        if estimate <= threshold {
+        // The person asked for it (a chat's `/compact`): whatever the size.
+        let asked = self.state().compaction_requested;
+        if estimate <= threshold && !asked {
             return Ok(false);
         }
         // After a failed attempt, try again only once the context has grown
         // by a quarter, not on every step.
-        if let Some(failed_at) = self.compaction_backoff
+        if !asked
+            && let Some(failed_at) = self.compaction_backoff
             && estimate < failed_at + failed_at / 4
         {
             return Ok(false);
         }
-        let keep = self.config.keep_recent;
+        // Asked for, everything before the newest message is summarized.
+        let keep = if asked { 1 } else { self.config.keep_recent };
         let view = self.state().view.clone();
         let Some(split) = split_point(&view, keep) else {
             return Ok(false);

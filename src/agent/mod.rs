@@ -8,6 +8,7 @@
 //! state changes only through `State::apply` inside `Store::append`.
 
 pub mod approval;
+pub mod approval_view;
 mod call;
 mod checkpoints;
 pub(crate) mod compaction;
@@ -176,18 +177,33 @@ impl Agent {
         };
         let mut out = parts.out;
         out.set_live_text(parts.config.model.stream);
+        // What a chat's commands changed (`settings.changed`) holds on
+        // resume too.
+        let mut config = parts.config;
+        let mut provider = parts.provider;
+        if let Some(model) = &parts.store.state().model_set {
+            config.model.name.clone_from(model);
+            provider.set_model(model);
+        }
+        // A recorded `/approvals mutating` holds on resume; a recorded
+        // `never` does not loosen what the log, the local config or a flag
+        // ask for now (a run that asked keeps asking; `/approvals never`
+        // again says otherwise).
+        if parts.store.state().approvals_set == Some(crate::kinds::ApproveMode::Mutating) {
+            config.approvals.mode = crate::kinds::ApproveMode::Mutating;
+        }
         Ok(Agent {
             checkpoints,
             after_sync: Vec::new(),
-            hook_files: hook_calls::HookFiles::of(&parts.config.hooks, &parts.config.workspace),
+            hook_files: hook_calls::HookFiles::of(&config.hooks, &config.workspace),
             timing: Timing::default(),
             compaction_backoff: None,
             truncated_in_row: 0,
-            config: parts.config,
+            config,
             protected: parts.protected,
             store: parts.store,
             tools: parts.tools,
-            provider: parts.provider,
+            provider,
             env: parts.env,
             processes: parts.processes,
             out,
@@ -196,6 +212,16 @@ impl Agent {
 
     pub fn state(&self) -> &State {
         self.store.state()
+    }
+
+    /// The run's settings as they are now.
+    pub fn config(&self) -> &RunConfig {
+        &self.config
+    }
+
+    /// The run's log.
+    pub fn log_path(&self) -> &std::path::Path {
+        self.store.path()
     }
 
     /// The workspace the run's tools act in.
@@ -544,12 +570,8 @@ impl Agent {
                 "log_bytes": io.bytes - self.timing.io_at_start.bytes,
             }),
         );
-        self.out.say(&format!(
-            "agent overhead: {:.2} ms/step ({:.2} ms/step in fdatasync) over {} steps",
-            ms(overhead) / steps,
-            ms(fsync) / steps,
-            self.timing.steps
-        ));
+        // For a person the overhead is noise after every run: it is in the
+        // `run.stats` event (`--json`) for those who measure it.
     }
 
     /// Which limit, if any, stops the run before another model call.
@@ -649,6 +671,42 @@ impl Agent {
             content: content.to_string(),
             source: source.to_string(),
         }))?;
+        Ok(())
+    }
+
+    /// A chat's `/model` or `/approvals`: recorded (durable before the next
+    /// request), then in force.
+    pub fn change_settings(
+        &mut self,
+        model: Option<String>,
+        approvals: Option<crate::kinds::ApproveMode>,
+    ) -> Result<(), AgentError> {
+        let step = self.state().step;
+        self.append(Event::SettingsChanged(crate::event::SettingsChanged {
+            step,
+            model: model.clone(),
+            approvals,
+            by: "chat".into(),
+        }))?;
+        if let Some(m) = &model {
+            self.config.model.name.clone_from(m);
+            self.provider.set_model(m);
+        }
+        if let Some(a) = approvals {
+            self.config.approvals.mode = a;
+        }
+        Ok(())
+    }
+
+    /// A chat's `/compact`: recorded; the next request is compacted first.
+    pub fn request_compaction(&mut self) -> Result<(), AgentError> {
+        let step = self.state().step;
+        self.append(Event::CompactionRequested(
+            crate::event::CompactionRequested {
+                step,
+                by: "chat".into(),
+            },
+        ))?;
         Ok(())
     }
 

@@ -25,6 +25,45 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// The command line as clap is to read it: on a terminal, `tinyagent`
+/// alone is `tinyagent chat`, and `tinyagent words…` (a first word that
+/// names no subcommand) is `tinyagent chat words…`. Off a terminal nothing
+/// changes: `tinyagent` alone prints the help, as a script expects.
+pub fn chat_by_default(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    use std::io::IsTerminal;
+    let on_terminal = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    let Some(first) = args.get(1).map(|a| a.to_string_lossy().into_owned()) else {
+        if on_terminal {
+            args.push("chat".into());
+        }
+        return args;
+    };
+    // Help and version stay what they are; so does every subcommand.
+    if matches!(
+        first.as_str(),
+        "-h" | "--help" | "-V" | "--version" | "help"
+    ) {
+        return args;
+    }
+    let cmd = <Cli as clap::CommandFactory>::command();
+    let names_a_command = cmd
+        .get_subcommands()
+        .any(|c| c.get_name() == first || c.get_all_aliases().any(|a| a == first));
+    if names_a_command || !on_terminal {
+        return args;
+    }
+    args.insert(1, "chat".into());
+    args
+}
+
+/// The command line as clap is to read it ([`chat_by_default`], and
+/// `--last` where a log goes: see `cli::runs`).
+pub fn prepare(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    let mut args = chat_by_default(args);
+    super::runs::spell_last(&mut args);
+    args
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Start a new run; prints the log path on stderr.
@@ -110,7 +149,8 @@ pub struct EnvPruneArgs {
 /// `tinyagent approve`: the answer to a run's waiting question.
 #[derive(Debug, Args, Clone, Default)]
 pub struct ApproveArgs {
-    /// The log of the run that waits.
+    /// The log of the run that waits: its path, its run id (or a unique
+    /// start of one), or --last.
     pub wal: PathBuf,
     /// The call it asks about (`log inspect` and `sessions` show it).
     pub call_id: String,
@@ -138,7 +178,7 @@ pub struct SessionsArgs {
 pub enum LogCommand {
     /// What the log holds: status, liveness, plan, calls, usage, integrity.
     Inspect {
-        /// The log.
+        /// The log: its path, its run id (or a unique start of one), or --last.
         wal: PathBuf,
         /// One JSON object on stdout.
         #[arg(long)]
@@ -146,23 +186,26 @@ pub enum LogCommand {
     },
     /// Exit 0 clean, 1 torn tail (resume will cut it), 2 corrupt or unreadable.
     Verify {
-        /// The log.
+        /// The log: its path, its run id (or a unique start of one), or --last.
         wal: PathBuf,
     },
     /// Cut a torn tail (the cut bytes are kept beside the log).
     Repair {
-        /// The log.
+        /// The log: its path, its run id (or a unique start of one), or --last.
         wal: PathBuf,
     },
     /// The run as a readable transcript: task, steps, calls, results
     /// (folded), resumes, the end; paged on a terminal ($PAGER).
     Show {
-        /// The log.
+        /// The log: its path, its run id (or a unique start of one), or --last.
         wal: PathBuf,
+        /// Tool results whole, not folded to their first and last lines.
+        #[arg(long)]
+        full: bool,
     },
     /// Whole-file trajectory JSON, schema v2.
     Export {
-        /// The log.
+        /// The log: its path, its run id (or a unique start of one), or --last.
         wal: PathBuf,
         /// Where to write it (default: stdout).
         #[arg(short = 'o', long = "output")]
@@ -171,7 +214,7 @@ pub enum LogCommand {
     /// A unified diff of the workspace files one step or one call changed
     /// (without --step or --call: the whole run).
     Diff {
-        /// The log.
+        /// The log: its path, its run id (or a unique start of one), or --last.
         wal: PathBuf,
         /// What this step changed (from the checkpoint before it to its last).
         #[arg(long, conflicts_with = "call")]

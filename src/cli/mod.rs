@@ -9,8 +9,10 @@ mod chat;
 mod demo;
 mod envcmd;
 mod logcmd;
+mod man;
 mod mcpcmd;
 mod remote;
+mod runs;
 mod sessions;
 
 use crate::agent::AgentError;
@@ -181,6 +183,11 @@ fn named_key_vars(command: &Command) -> Vec<String> {
 /// of a task).
 pub async fn run(args: &RunArgs, chat: bool) -> Result<i32, CliError> {
     let running = launch::new::open(args, chat)?;
+    // Indexed under $TINYAGENT_HOME, so `sessions` lists a run logged
+    // elsewhere with --wal.
+    if let (Ok(home), Some(run)) = (launch::parts::home(), &running.agent.state().run) {
+        crate::inspect::runs::index(&home, &running.wal, &run.run_id);
+    }
     drive(running).await
 }
 
@@ -213,6 +220,10 @@ async fn drive(mut running: crate::launch::Running) -> Result<i32, CliError> {
 /// re-execute the process (see [`crate::launch::secrets`]): call this before any thread
 /// starts.
 pub fn main(mut cli: Cli) -> i32 {
+    if let Err(e) = runs::resolve(&mut cli) {
+        crate::report::err_line(&format!("tinyagent: {}", e.message));
+        return e.code;
+    }
     if let Command::Resume(a) = &mut cli.command
         && a.last
     {
@@ -268,13 +279,13 @@ fn listen_for_stop() -> Result<(), CliError> {
 
 /// `resume --last`: the newest run of `cwd` (default: the current
 /// directory).
-fn newest_run(cwd: Option<&std::path::Path>) -> Result<std::path::PathBuf, CliError> {
+pub(crate) fn newest_run(cwd: Option<&std::path::Path>) -> Result<std::path::PathBuf, CliError> {
     let here = match cwd {
         Some(dir) => dir.to_path_buf(),
         None => std::env::current_dir()
             .map_err(|e| CliError::new(1, format!("no current directory: {e}")))?,
     };
-    sessions::last(&crate::launch::parts::home()?, &here)
+    crate::inspect::runs::last(&crate::launch::parts::home()?, &here).map_err(CliError::refused)
 }
 
 /// Writes `text` to stdout; a reader that went away (`| head`) is not an
@@ -289,6 +300,38 @@ fn print_all(text: &[u8]) -> Result<i32, CliError> {
     }
 }
 
+/// The chats a chat's command went on to (`/rewind`, `/resume`, `/new`),
+/// one after another; `code` is the exit code of the one that ended.
+async fn chat_next(mut code: i32, opts: &args::RunOptions) -> Result<i32, CliError> {
+    while let Some(next) = chat::take_next() {
+        code = match next {
+            chat::Next::Resume(log) => {
+                let a = args::ResumeArgs {
+                    path: Some(log),
+                    session: args::SessionFlags {
+                        cwd: None,
+                        ..opts.session.clone()
+                    },
+                    ..args::ResumeArgs::default()
+                };
+                resume(&a, false).await?
+            }
+            chat::Next::New => {
+                let a = args::ChatArgs {
+                    words: Vec::new(),
+                    resume: None,
+                    opts: args::RunOptions {
+                        wal: None,
+                        ..opts.clone()
+                    },
+                };
+                Box::pin(chat::chat(&a)).await?
+            }
+        };
+    }
+    Ok(code)
+}
+
 async fn dispatch(cli: Cli) -> Result<i32, CliError> {
     catch_file_size_signal();
     match cli.command {
@@ -298,17 +341,30 @@ async fn dispatch(cli: Cli) -> Result<i32, CliError> {
         }
         Command::Resume(a) => {
             listen_for_stop()?;
-            resume(&a, false).await
+            let code = resume(&a, false).await?;
+            let opts = args::RunOptions {
+                session: a.session.clone(),
+                ..args::RunOptions::default()
+            };
+            Box::pin(chat_next(code, &opts)).await
         }
         Command::Chat(a) => {
             listen_for_stop()?;
-            chat::chat(&a).await
+            let code = Box::pin(chat::chat(&a)).await?;
+            Box::pin(chat_next(code, &a.opts)).await
         }
         Command::Approve(a) => crate::runtime::blocking(|| approve::approve(&a)),
         Command::Log(cmd) => crate::runtime::blocking(|| logcmd::log(cmd)),
-        Command::Sessions(a) => crate::runtime::blocking(|| match &a.url {
-            Some(url) => remote::sessions(url, a.json, &mut std::io::stdout().lock()),
-            None => sessions::sessions(a.all, a.json, &mut std::io::stdout().lock()),
+        // Made in memory, then written: a reader that goes away (`sessions
+        // | head`) is not an error.
+        Command::Sessions(a) => crate::runtime::blocking(|| {
+            let mut text = Vec::new();
+            let code = match &a.url {
+                Some(url) => remote::sessions(url, a.json, &mut text),
+                None => sessions::sessions(a.all, a.json, &mut text),
+            };
+            print_all(&text)?;
+            code
         }),
         Command::Bench(args::BenchCommand::Save(a)) => crate::runtime::blocking(|| {
             let (mut out, mut err) = (std::io::stdout(), std::io::stderr());
@@ -323,13 +379,7 @@ async fn dispatch(cli: Cli) -> Result<i32, CliError> {
             clap_complete::generate(a.shell, &mut cmd, "tinyagent", &mut text);
             print_all(&text)
         }
-        Command::Man => {
-            let mut text = Vec::new();
-            clap_mangen::Man::new(<Cli as clap::CommandFactory>::command())
-                .render(&mut text)
-                .map_err(|e| CliError::new(1, format!("cannot make the man page: {e}")))?;
-            print_all(&text)
-        }
+        Command::Man => print_all(&man::page()?),
         Command::Env(args::EnvCommand::Prune(a)) => crate::runtime::blocking(|| envcmd::prune(&a)),
         Command::Mcp(args::McpCommand::List(a)) => crate::runtime::blocking(|| mcpcmd::list(&a)),
         Command::Fork(a) => {

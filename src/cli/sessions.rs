@@ -1,173 +1,9 @@
-//! `tinyagent sessions`: the runs under `$TINYAGENT_HOME/runs`, newest
-//! first, and the newest of a workspace for `resume --last`.
-//!
-//! Each log is read the way `log inspect` reads it (snapshot, then the
-//! records after it, in bounded memory) and probed for a live writer with a
-//! shared lock. A log that cannot be read is listed as `unreadable` with
-//! the reason, never skipped in silence and never an error for the list.
+//! `tinyagent sessions`: the runs of this workspace (or all), newest first
+//! (the list itself is [`crate::inspect::runs`]).
 
 use super::CliError;
-use crate::inspect::{Report, read_report};
-use serde::Serialize;
+use crate::inspect::runs::list;
 use std::io::Write;
-use std::path::{Path, PathBuf};
-
-/// One row of the list.
-#[derive(Debug, Clone, Serialize)]
-pub struct Session {
-    pub run_id: Option<String>,
-    pub started_at: Option<String>,
-    pub task: Option<String>,
-    /// `running` (a process holds the lock), `stopped` (the last record is
-    /// not `run.finished`), the finished status, or `unreadable`.
-    pub status: String,
-    pub steps: u64,
-    pub cost_usd: f64,
-    pub workspace: Option<String>,
-    pub log: String,
-    /// The run's container (container environment) and whether it runs.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub container: Option<crate::inspect::ContainerJson>,
-    /// Why the log could not be read (status `unreadable`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    /// What the run waits for from the person (an approval, with the call;
-    /// a chat's next message).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub waiting: Option<crate::inspect::WaitingJson>,
-}
-
-impl Session {
-    fn of(log: &Path, report: &Report) -> Session {
-        let status = if report.live {
-            "running"
-        } else if report.status == "running" {
-            "stopped"
-        } else {
-            report.status
-        };
-        Session {
-            run_id: report.run_id.clone(),
-            started_at: report.started_at.clone(),
-            task: report.task.clone(),
-            status: status.to_string(),
-            steps: report.steps,
-            cost_usd: report.usage.cost_usd,
-            workspace: report.workspace.clone(),
-            log: log.display().to_string(),
-            container: report.container.clone(),
-            error: None,
-            waiting: report.waiting.clone(),
-        }
-    }
-
-    fn unreadable(log: &Path, why: String) -> Session {
-        Session {
-            run_id: None,
-            started_at: None,
-            task: None,
-            status: "unreadable".into(),
-            steps: 0,
-            cost_usd: 0.0,
-            workspace: None,
-            log: log.display().to_string(),
-            container: None,
-            error: Some(why),
-            waiting: None,
-        }
-    }
-}
-
-/// Fills in whether each run's container runs: one question to each
-/// engine, not one a run.
-fn container_states(rows: &mut [Session]) {
-    use crate::exec::container;
-    let mut by_engine: std::collections::BTreeMap<Option<String>, Vec<String>> =
-        std::collections::BTreeMap::new();
-    for c in rows.iter().filter_map(|r| r.container.as_ref()) {
-        by_engine
-            .entry(c.engine.clone())
-            .or_default()
-            .push(c.name.clone());
-    }
-    for (engine, names) in by_engine {
-        let kind = engine.as_deref().and_then(|e| {
-            crate::config::parse_enum::<crate::config::EngineKind>("env.engine", e).ok()
-        });
-        let states = container::find_engine(kind)
-            .ok()
-            .and_then(|(_, binary)| container::states_of(&binary, &names).ok());
-        for c in rows
-            .iter_mut()
-            .filter_map(|r| r.container.as_mut())
-            .filter(|c| c.engine == engine)
-        {
-            c.state = states
-                .as_ref()
-                .and_then(|s| s.get(&c.name))
-                .map_or_else(|| "unknown".to_string(), |s| s.as_str().to_string());
-        }
-    }
-}
-
-/// Every run under `home`, newest first; only those of `workspace` when
-/// given (compared as canonical paths).
-pub fn list(home: &Path, workspace: Option<&Path>) -> Vec<Session> {
-    let Ok(dir) = std::fs::read_dir(home.join("runs")) else {
-        return Vec::new();
-    };
-    let mut logs: Vec<PathBuf> = dir
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "wal") && p.is_file())
-        .collect();
-    logs.sort();
-    let want = workspace.map(canonical);
-    let mut rows: Vec<Session> = logs
-        .iter()
-        .map(|log| match read_report(log) {
-            Ok(r) => Session::of(log, &r),
-            Err(e) => Session::unreadable(log, e.to_string()),
-        })
-        .filter(|s| match (&want, &s.workspace) {
-            (None, _) => true,
-            (Some(w), Some(ws)) => canonical(Path::new(ws)) == *w,
-            // An unreadable log belongs to no workspace we can tell: it is
-            // shown with --all only.
-            (Some(_), None) => false,
-        })
-        .collect();
-    container_states(&mut rows);
-    // Newest first: the start time, then the log's name (run ids sort by
-    // time too).
-    rows.sort_by(|a, b| {
-        (b.started_at.as_deref(), b.log.as_str()).cmp(&(a.started_at.as_deref(), a.log.as_str()))
-    });
-    rows
-}
-
-fn canonical(p: &Path) -> PathBuf {
-    std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())
-}
-
-/// The log of the newest run of `workspace`, for `resume --last`.
-///
-/// # Errors
-/// Exit 2 when the workspace has no run under `home`.
-pub fn last(home: &Path, workspace: &Path) -> Result<PathBuf, CliError> {
-    list(home, Some(workspace))
-        .into_iter()
-        .find(|s| s.status != "unreadable")
-        .map(|s| PathBuf::from(s.log))
-        .ok_or_else(|| {
-            CliError::refused(format!(
-                "no run of {} under {}: start one with `tinyagent run`, or list them all with \
-                 `tinyagent sessions --all`",
-                workspace.display(),
-                home.join("runs").display()
-            ))
-        })
-}
 
 /// `tinyagent sessions [--all] [--json]`.
 ///
@@ -222,6 +58,12 @@ pub fn sessions(all: bool, json: bool, out: &mut dyn Write) -> Result<i32, CliEr
                 place.push_str("  ");
             }
             place.push_str(&format!("container {} ({})", c.name, c.state));
+        }
+        if let Some(why) = &s.failed_to_start {
+            if !place.is_empty() {
+                place.push_str("  ");
+            }
+            place.push_str(&format!("failed before its first model response: {why}"));
         }
         if let Some(w) = &s.waiting {
             if !place.is_empty() {

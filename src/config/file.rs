@@ -233,6 +233,47 @@ fn read_table(path: &Path, required: bool) -> Result<Option<toml::Table>, Config
         .map_err(|e| parse_error(e.to_string()))
 }
 
+/// A TOML error as a person reads it: one line that says what is wrong,
+/// where, and the line of the file it is on; then the caret diagram, on
+/// lines of its own.
+fn one_line_then_diagram(message: &str) -> String {
+    let lines: Vec<&str> = message.trim_end().lines().collect();
+    let is_diagram = |l: &&str| {
+        l.contains('|')
+            && l.trim_start()
+                .starts_with(|c: char| c == '|' || c.is_ascii_digit())
+    };
+    let diagram: Vec<&str> = lines.iter().skip(1).copied().filter(is_diagram).collect();
+    let reason: Vec<&str> = lines
+        .iter()
+        .skip(1)
+        .copied()
+        .filter(|l| !is_diagram(l) && !l.trim().is_empty())
+        .collect();
+    let at = lines
+        .first()
+        .map(|l| l.trim_start_matches("TOML parse error ").to_string())
+        .unwrap_or_default();
+    let source = diagram
+        .iter()
+        .find_map(|l| {
+            let (num, rest) = l.split_once('|')?;
+            (!num.trim().is_empty()).then(|| rest.trim().to_string())
+        })
+        .map(|s| format!(": `{s}`"))
+        .unwrap_or_default();
+    let mut out = if reason.is_empty() {
+        lines.first().map(|l| (*l).to_string()).unwrap_or_default()
+    } else {
+        format!("{} ({at}{source})", reason.join(" "))
+    };
+    for l in diagram {
+        out.push('\n');
+        out.push_str(l);
+    }
+    out
+}
+
 /// `over`'s keys over `base`'s, table by table.
 fn merge(base: &mut toml::Table, over: toml::Table) {
     for (key, value) in over {
@@ -351,9 +392,11 @@ impl Config {
         Ok(config)
     }
 
-    /// Parses TOML text; the error message names the key and position.
+    /// Parses TOML text; the error message names the key and position on
+    /// its first line, then shows the line with a caret under the place (a
+    /// diagram of several lines, kept as it is).
     pub fn parse(text: &str) -> Result<Config, String> {
-        toml::from_str::<Config>(text).map_err(|e| e.to_string().trim_end().replace('\n', " "))
+        toml::from_str::<Config>(text).map_err(|e| one_line_then_diagram(&e.to_string()))
     }
 
     /// Checks the values that name one of a fixed set (the numbers are

@@ -45,6 +45,7 @@
 //! clean log). `plan` carries `versions`, the number of plan updates seen.
 
 mod human;
+pub mod runs;
 #[cfg(test)]
 mod tests;
 
@@ -218,6 +219,9 @@ pub struct Report {
     /// What the run waits for from the person: an approval (with the
     /// call), or a chat's next message. Null otherwise.
     pub waiting: Option<WaitingJson>,
+    /// Why the run ended, when `run.finished` said (an error's reason).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// What a run waits for from the person.
@@ -566,6 +570,7 @@ impl Report {
             live: false,
             step_times: None,
             waiting: WaitingJson::of(state),
+            reason: state.finished_reason.clone(),
             checkpoints: CheckpointsJson {
                 count: summary.checkpoint_count,
                 store: crate::checkpoint::store_dir(path).display().to_string(),

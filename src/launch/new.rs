@@ -415,7 +415,6 @@ pub fn open(args: &RunArgs, chat: bool) -> Result<super::Running, LaunchError> {
         }
     };
     let container = env.container().cloned();
-    crate::report::err_line(&format!("log: {}", plan.wal.display()));
     let plan_wal = plan.wal.clone();
     let key_var = key_var(&plan.config).to_string();
     let processes = ProcessTable::new(process_dir(&plan.wal));
@@ -437,6 +436,9 @@ pub fn open(args: &RunArgs, chat: bool) -> Result<super::Running, LaunchError> {
     for (seq, record) in &records {
         agent.output().record(*seq, record);
     }
+    // After run.started's line, which names the workspace, the approval
+    // mode and the environment: the first a person reads.
+    crate::report::err_line(&format!("log: {}", plan.wal.display()));
     Ok(super::Running {
         agent,
         replicator,

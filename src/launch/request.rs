@@ -52,6 +52,10 @@ impl std::ops::Deref for RunArgs {
 /// `tinyagent chat`: the options of `run`, without a task.
 #[derive(Debug, Args, Clone, Default)]
 pub struct ChatArgs {
+    /// The first message, sent as soon as the chat starts (`tinyagent
+    /// chat fix the bug`, or `tinyagent "fix the bug"` on a terminal).
+    #[arg(value_name = "MESSAGE", conflicts_with = "resume")]
+    pub words: Vec<String>,
     /// Go back to a chat's prompt (or finish its interrupted turn first):
     /// the same as `tinyagent resume <LOG>` on a chat's log.
     #[arg(long, value_name = "LOG")]
@@ -213,8 +217,10 @@ pub struct SessionFlags {
 
 #[derive(Debug, Args, Clone, Default)]
 pub struct ResumeArgs {
-    /// The log (or a whole-file trajectory JSON, which is imported first).
-    #[arg(required_unless_present = "last", conflicts_with = "last")]
+    /// The log (or a whole-file trajectory JSON, which is imported first),
+    /// or a run id from `tinyagent sessions` (a unique start is enough).
+    /// Without one, on a terminal: a pick of this workspace's runs.
+    #[arg(conflicts_with = "last")]
     pub path: Option<PathBuf>,
     /// Resume the newest run of this workspace (or of --cwd; see
     /// `tinyagent sessions`).
@@ -277,7 +283,8 @@ impl ResumeArgs {
 
 #[derive(Debug, Args, Clone)]
 pub struct ForkArgs {
-    /// The log to fork (read only).
+    /// The log to fork (read only): its path, its run id (or a unique
+    /// start of one), or --last.
     pub wal: PathBuf,
     /// The last step the fork keeps (0: only the starting state).
     #[arg(long)]

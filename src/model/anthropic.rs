@@ -26,6 +26,11 @@ pub struct AnthropicProvider {
 }
 
 impl AnthropicProvider {
+    /// The model asked from the next request on.
+    pub fn set_model(&mut self, model: &str) {
+        self.cfg.model = model.to_string();
+    }
+
     pub fn new(cfg: ProviderConfig) -> Result<Self, ModelError> {
         let url = format!("{}/v1/messages", checked_base_url(&cfg)?);
         let mut headers = vec![

@@ -247,6 +247,17 @@ impl Provider {
         }
     }
 
+    /// Asks another model of the same server from the next request on (a
+    /// chat's `/model`).
+    pub fn set_model(&mut self, model: &str) {
+        match self {
+            Provider::OpenAi(p) => p.set_model(model),
+            Provider::Anthropic(p) => p.set_model(model),
+            Provider::Responses(p) => p.set_model(model),
+            Provider::Script(_) => {}
+        }
+    }
+
     /// Serializes `req` exactly as [`Provider::send`] will send it. The
     /// script provider has no wire; its body is the same Chat Completions
     /// JSON the OpenAI-compatible client would send, so sizes compare.

@@ -23,6 +23,11 @@ pub struct OpenAiProvider {
 }
 
 impl OpenAiProvider {
+    /// The model asked from the next request on.
+    pub fn set_model(&mut self, model: &str) {
+        self.cfg.model = model.to_string();
+    }
+
     pub fn new(cfg: ProviderConfig) -> Result<Self, ModelError> {
         let url = format!("{}/chat/completions", checked_base_url(&cfg)?);
         let bearer = cfg.api_key.as_ref().map(|key| format!("Bearer {key}"));

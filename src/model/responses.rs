@@ -25,6 +25,11 @@ pub struct ResponsesProvider {
 }
 
 impl ResponsesProvider {
+    /// Asks another model from the next request on (a chat's `/model`).
+    pub fn set_model(&mut self, model: &str) {
+        self.cfg.model = model.to_string();
+    }
+
     pub fn new(cfg: ProviderConfig) -> Result<Self, ModelError> {
         let url = format!("{}/responses", checked_base_url(&cfg)?);
         let bearer = cfg.api_key.as_ref().map(|key| format!("Bearer {key}"));

@@ -23,6 +23,15 @@ use std::cell::RefCell;
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
+/// Turns model text into what the terminal shows, a piece at a time as it
+/// streams in (a chat renders Markdown a line at a time).
+pub trait TextView: Send {
+    /// What to show of `text` now.
+    fn chunk(&mut self, text: &str) -> String;
+    /// What is left once the text is complete.
+    fn finish(&mut self) -> String;
+}
+
 /// Where the run's output goes.
 #[allow(
     clippy::struct_excessive_bools,
@@ -43,6 +52,8 @@ pub struct Output {
     totals: RefCell<Option<Value>>,
     /// `--json` lines held back to go out in one write (see [`Output::hold`]).
     held: RefCell<Option<Vec<u8>>>,
+    /// How model text is shown (`None`: as it is).
+    view: Option<Box<dyn TextView>>,
 }
 
 /// A call as a person scans it: what it acts on first (`edit src/a.rs`,
@@ -54,6 +65,24 @@ pub(crate) fn call_preview(name: &str, arguments: &str) -> String {
     let head = ["command", "path", "pattern"]
         .iter()
         .find_map(|k| args.remove(*k).map(|v| (*k, v)));
+    // An edit or a write in words, not its JSON (the approval question and
+    // the result show the diff).
+    let count = |k: &str| {
+        args.get(k)
+            .and_then(|v| v.as_str())
+            .map_or(0, |t| t.lines().count())
+    };
+    let plural = |n: usize| if n == 1 { "" } else { "s" };
+    if let (Some(("path", serde_json::Value::String(path))), "edit" | "write") = (&head, name) {
+        let what = if name == "edit" {
+            let (old, new) = (count("old_string"), count("new_string"));
+            format!("replace {old} line{} with {new}", plural(old))
+        } else {
+            let n = count("content");
+            format!("{n} line{}", plural(n))
+        };
+        return format!("{name} {} ({what})", preview(path, 120));
+    }
     let rest = if args.is_empty() {
         String::new()
     } else {
@@ -89,7 +118,13 @@ impl Output {
             color: false,
             totals: RefCell::new(None),
             held: RefCell::new(None),
+            view: None,
         }
+    }
+
+    /// Shows model text through `view` (human mode).
+    pub fn set_text_view(&mut self, view: Box<dyn TextView>) {
+        self.view = Some(view);
     }
 
     /// Whether a running command's progress is shown: human mode, with
@@ -117,18 +152,12 @@ impl Output {
         }
     }
 
-    /// A tool result's lines for a person: the first few, indented, the
-    /// rest counted (the log holds them all); a diff's lines coloured.
-    fn result_lines(&self, content: &str) -> String {
-        let lines: Vec<&str> = content.trim_end().lines().collect();
-        // A diff is worth more lines than other output.
-        let shown = if lines.iter().any(|l| l.starts_with("@@")) {
-            16
-        } else {
-            4
-        };
+    /// A folded tool result's lines for a person, indented: the first
+    /// few, how many are left out (and how to see them), the last few; a
+    /// diff's lines coloured.
+    fn result_lines(&self, f: &crate::text::Folded, call_id: &str) -> String {
         let mut out = String::new();
-        for line in lines.iter().take(shown) {
+        let mut line_out = |line: &str| {
             let line = crate::text::cut_chars(line, 160, "…");
             let painted = if line.starts_with("@@") {
                 self.paint("36", &line)
@@ -140,15 +169,22 @@ impl Output {
                 line
             };
             out.push_str(&format!("\n      {painted}"));
+        };
+        for line in &f.head {
+            line_out(line);
         }
-        if lines.len() > shown {
-            out.push_str(&format!(
-                "\n      {}",
-                self.paint("2", &{
-                    let more = lines.len() - shown;
-                    format!("… {more} more line{}", if more == 1 { "" } else { "s" })
-                })
+        if f.hidden > 0 {
+            let more = f.hidden;
+            line_out(&self.paint(
+                "2",
+                &format!(
+                    "… {more} more line{} (/show {call_id} in a chat, or log show --full)",
+                    if more == 1 { "" } else { "s" }
+                ),
             ));
+        }
+        for line in &f.tail {
+            line_out(line);
         }
         out
     }
@@ -269,11 +305,14 @@ impl Output {
         if let Some(sp) = self.spinner.take() {
             sp.finish_and_clear();
         }
-        if !self.streamed {
+        if !self.streamed && self.view.is_none() {
             err_text(&format!("step {} · ", self.step));
         }
         self.streamed = true;
-        err_text(chunk);
+        match self.view.as_mut() {
+            Some(v) => err_text(&v.chunk(chunk)),
+            None => err_text(chunk),
+        }
     }
 
     pub fn done_thinking(&mut self) {
@@ -281,6 +320,9 @@ impl Output {
             sp.finish_and_clear();
         }
         if self.streamed && !self.json {
+            if let Some(v) = self.view.as_mut() {
+                err_text(&v.finish());
+            }
             err_text("\n");
         }
     }
@@ -340,11 +382,22 @@ impl Output {
     )]
     fn human(&mut self, event: &Event) {
         match event {
+            // The first line: what acts where, and how freely.
             Event::RunStarted(r) => self.say(&format!(
-                "tinyagent · run {} · {} ({}){}",
+                "tinyagent · run {} · {} ({}) · workspace {} · approvals {} · env {}{}",
                 r.run_id,
                 r.model,
                 r.provider,
+                home_as_tilde(&r.settings.cwd),
+                match r.settings.approve.unwrap_or_default() {
+                    crate::kinds::ApproveMode::Never => "never (nothing is asked)",
+                    crate::kinds::ApproveMode::Mutating => "mutating",
+                },
+                match r.settings.env.unwrap_or_default() {
+                    crate::kinds::EnvKind::Local => "local (no sandbox)",
+                    crate::kinds::EnvKind::Sandbox => "sandbox",
+                    crate::kinds::EnvKind::Container => "container",
+                },
                 if r.plan_enabled { " · plan on" } else { "" }
             )),
             Event::ModelResponse(r) => {
@@ -362,12 +415,23 @@ impl Output {
                     // The final answer: on stdout, whole, so `run … >
                     // answer.md` captures it. Streamed to a terminal that is
                     // also stdout, it is on the screen already.
-                    self.say(&format!("step {}{cost} · answer", r.step));
-                    if !(self.streamed && std::io::stdout().is_terminal()) {
-                        self.suspend(|| out_line(text));
+                    // Streamed, the text had its header already.
+                    if !self.streamed {
+                        self.say(&format!("step {}{cost} · answer", r.step));
                     }
-                } else if !text.is_empty() && !self.streamed {
-                    self.say(&format!("step {}{cost} · {}", r.step, preview(text, 300)));
+                    if !(self.streamed && std::io::stdout().is_terminal()) {
+                        let shown = match self.view.as_mut() {
+                            Some(v) => format!("{}{}", v.chunk(text), v.finish()),
+                            None => text.to_string(),
+                        };
+                        self.suspend(|| out_line(&shown));
+                    }
+                } else if self.streamed {
+                    if !cost.is_empty() {
+                        self.say(&format!("step {}{cost}", r.step));
+                    }
+                } else if !text.is_empty() {
+                    self.say(&format!("step {}{cost} · {text}", r.step));
                 } else {
                     self.say(&format!("step {}{cost}", r.step));
                 }
@@ -384,21 +448,36 @@ impl Output {
                 } else {
                     "✓"
                 };
-                let lines = r.content.lines().count();
                 let mark = match mark {
                     "✓" => self.paint("32", mark),
                     "✗" => self.paint("31", mark),
                     other => self.paint("33", other),
                 };
+                // A diff is worth more lines than other output.
+                let diff = r.content.lines().any(|l| l.starts_with("@@"));
+                let f = if diff {
+                    crate::text::fold(&r.content, 16, 4)
+                } else {
+                    crate::text::fold(&r.content, 3, 3)
+                };
+                let exit = f
+                    .exit_code
+                    .map(|c| format!(" · exit {c}"))
+                    .unwrap_or_default();
                 let first = r.content.trim().lines().next().unwrap_or("");
                 // The plan itself follows with its record.
-                if lines <= 1 || (r.name == "update_plan" && !r.is_error) {
+                if (f.lines <= 1 && f.exit_code.is_none())
+                    || (r.name == "update_plan" && !r.is_error)
+                {
                     self.say(&format!("    {mark} {}", preview(first, 160)));
                 } else {
                     self.say(&format!(
-                        "    {mark} {} ({lines} lines){}",
+                        "    {mark} {} {}{exit} ({} line{}){}",
                         r.name,
-                        self.result_lines(&r.content)
+                        r.call_id,
+                        f.lines,
+                        if f.lines == 1 { "" } else { "s" },
+                        self.result_lines(&f, &r.call_id)
                     ));
                 }
             }
@@ -450,7 +529,10 @@ impl Output {
                     .map(|r| format!(" ({r})"))
                     .unwrap_or_default()
             )),
-            Event::WorkspaceCheckpoint(c) if c.changed_count == 0 && c.oversized.is_empty() => {}
+            // The starting state (no call) changed nothing; neither did a
+            // call whose checkpoint lists no path.
+            Event::WorkspaceCheckpoint(c)
+                if c.call_id.is_none() || (c.changed_count == 0 && c.oversized.is_empty()) => {}
             Event::WorkspaceCheckpoint(c) => self.say(&format!(
                 "    ⎘ checkpoint {}: {} path{} changed{}",
                 &c.tree[..c.tree.len().min(12)],
@@ -475,10 +557,16 @@ impl Output {
                 if r.conflicts.len() == 1 { "" } else { "s" }
             )),
             Event::UserMessage(_) | Event::ChatWaiting(_) => {}
+            // On a terminal the question itself shows the call, once.
+            Event::ApprovalRequested(_) if std::io::stdin().is_terminal() => {}
             Event::ApprovalRequested(a) => self.say(&format!(
                 "    ? approval asked for {} ({}): {}",
                 a.call_id, a.tool, a.preview
             )),
+            Event::SettingsChanged(c) => self.say(&format!("settings: {}", c.shown())),
+            Event::CompactionRequested(_) => {
+                self.say("the history is compacted before the next request");
+            }
             Event::ApprovalDecided(d) => self.say(&format!(
                 "    {} {} by {}{}",
                 d.decision.shown(),
@@ -490,6 +578,16 @@ impl Output {
                     .unwrap_or_default()
             )),
         }
+    }
+}
+
+/// A path under the home directory written from `~`.
+fn home_as_tilde(path: &str) -> String {
+    match std::env::var("HOME") {
+        Ok(home) if home.len() > 1 && path.starts_with(&format!("{home}/")) => {
+            format!("~{}", &path[home.len()..])
+        }
+        _ => path.to_string(),
     }
 }
 

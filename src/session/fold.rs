@@ -115,6 +115,7 @@ impl State {
                 });
             }
             Event::Compaction(c) => {
+                self.compaction_requested = false;
                 self.usage.add(&c.usage);
                 self.cost_usd += c.cost_usd;
                 if c.failed {
@@ -223,6 +224,15 @@ impl State {
                     });
                 }
             }
+            Event::SettingsChanged(c) => {
+                if let Some(m) = &c.model {
+                    self.model_set = Some(m.clone());
+                }
+                if let Some(a) = c.approvals {
+                    self.approvals_set = Some(a);
+                }
+            }
+            Event::CompactionRequested(_) => self.compaction_requested = true,
             Event::ApprovalDecided(d) => {
                 if let Some(call) = self.pending.iter_mut().find(|c| c.id == d.call_id) {
                     call.approval = Some(ApprovalMark::Decided {
@@ -232,7 +242,13 @@ impl State {
                     });
                 }
                 if d.always && d.decision == crate::event::Decision::Allow && !d.tool.is_empty() {
-                    self.always_allowed.insert(d.tool.clone());
+                    // `bash:<prefix>` for a command prefix; the tool's
+                    // name for all of it.
+                    let key = match &d.scope {
+                        Some(prefix) => format!("{}:{prefix}", d.tool),
+                        None => d.tool.clone(),
+                    };
+                    self.always_allowed.insert(key);
                 }
             }
             Event::WorkspaceCheckpoint(c) => {

@@ -210,6 +210,15 @@ pub struct State {
     /// A chat waits at its prompt for the person's next message.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub chat_waiting: bool,
+    /// The model a chat's `/model` chose (`settings.changed`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_set: Option<String>,
+    /// The approval mode a chat's `/approvals` chose.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approvals_set: Option<crate::kinds::ApproveMode>,
+    /// A chat's `/compact` waits for the next request.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub compaction_requested: bool,
 }
 
 impl State {
@@ -333,6 +342,9 @@ impl Default for State {
             checkpoints: Vec::new(),
             always_allowed: std::collections::BTreeSet::new(),
             chat_waiting: false,
+            model_set: None,
+            approvals_set: None,
+            compaction_requested: false,
         }
     }
 }

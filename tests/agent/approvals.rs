@@ -292,7 +292,7 @@ fn on_terminal(calls: Vec<MockReply>, replies: &[&str]) -> (Sandbox, MockServer)
         .env("XDG_CONFIG_HOME", sb.config_home());
     let mut s = pty::spawn(cmd);
     for reply in replies {
-        s.exp_string("[a]lways").expect("the question");
+        s.exp_string("[n]o").expect("the question");
         s.send_line(reply).expect("answer");
     }
     s.exp_string("totals:").expect("the run ends");
@@ -338,27 +338,29 @@ fn answered_no_on_the_terminal_with_a_reason() {
 }
 
 #[test]
-fn answered_always_on_the_terminal_allows_the_tool_for_the_rest_of_the_run() {
+fn answered_always_on_the_terminal_allows_the_commands_prefix_not_all_of_bash() {
     let (sb, mock) = on_terminal(
         vec![
-            bash_call("c1", "echo 1 >> out.txt"),
-            bash_call("c2", "echo 2 >> out.txt"),
+            bash_call("c1", "touch a.txt"),
+            bash_call("c2", "touch b.txt"),
+            bash_call("c3", "mkdir d"),
         ],
-        &["a"],
+        &["a", "y"],
     );
-    assert_eq!(
-        std::fs::read_to_string(sb.ws().join("out.txt")).unwrap(),
-        "1\n2\n"
-    );
+    assert!(sb.ws().join("a.txt").exists() && sb.ws().join("b.txt").exists());
+    assert!(sb.ws().join("d").is_dir());
     let recs = records(&sb);
     let counts = check_approvals(&recs);
+    // `touch` once for all touches; `mkdir` asked on its own.
     assert_eq!(
         (counts.requested, counts.allowed, counts.started),
-        (1, 2, 2)
+        (2, 3, 3)
     );
     let d = kinds(&recs, "approval.decided");
     assert_eq!(d[0].data["always"], true);
+    assert_eq!(d[0].data["scope"], "touch");
     assert_eq!(d[1].data["by"], "always");
+    assert_eq!(d[2].data["by"], "tty");
     mock.assert_no_violations();
 }
 

@@ -104,11 +104,11 @@ fn a_sandboxed_call_cannot_answer_the_next_approval_question() {
         MockReply::text("done"),
     ]);
     let mut s = pty::spawn(run_cmd(&sb, &mock, "[approvals]\nmode = \"mutating\"\n"));
-    s.exp_string("[a]lways").expect("the first question");
+    s.exp_string("[n]o").expect("the first question");
     s.send_line("y").expect("answer");
     // The second question must wait for the person: nothing the first call
     // typed answers it.
-    s.exp_string("[a]lways").expect("the second question");
+    s.exp_string("[n]o").expect("the second question");
     std::thread::sleep(Duration::from_millis(500));
     let recs = contract::read(&sb.wal());
     let decided: Vec<&Rec> = contract::of_kind(&recs, "approval.decided");

@@ -13,6 +13,11 @@ use std::time::Duration;
 
 const PROMPT: &str = "you> ";
 
+/// These chats are about turns and signals, not approvals: a chat asks
+/// before mutating calls by default (see `tui.rs`), so the config says not
+/// to.
+const NO_QUESTIONS: &str = "[approvals]\nmode = \"never\"\n";
+
 fn records(sb: &Sandbox) -> Vec<Rec> {
     contract::read_checked(&sb.wal())
 }
@@ -27,7 +32,7 @@ fn a_two_turn_chat_records_each_message_before_the_model_sees_it() {
         MockReply::tool_call("bash", json!({ "command": "echo two > t.txt" })),
         MockReply::text("done two"),
     ]);
-    let mut s = pty::spawn(pty::chat_cmd(&sb, &mock.base_url(), ""));
+    let mut s = pty::spawn(pty::chat_cmd(&sb, &mock.base_url(), NO_QUESTIONS));
     s.exp_string(PROMPT).expect("the first prompt");
     // Ctrl-C at the prompt clears the line: nothing is sent.
     s.send("never sent").expect("type");
@@ -87,7 +92,7 @@ fn a_chat_killed_at_its_prompt_resumes_at_its_prompt() {
         MockReply::text("hello back"),
         MockReply::text("welcome back"),
     ]);
-    let mut s = pty::spawn(pty::chat_cmd(&sb, &mock.base_url(), ""));
+    let mut s = pty::spawn(pty::chat_cmd(&sb, &mock.base_url(), NO_QUESTIONS));
     s.exp_string(PROMPT).expect("the first prompt");
     s.send_line("first message").expect("type");
     s.exp_string("hello back").expect("the answer");
@@ -99,6 +104,11 @@ fn a_chat_killed_at_its_prompt_resumes_at_its_prompt() {
     );
     pty::kill9(&mut s);
     let mut r = pty::spawn(pty::resume_cmd(&sb, &sb.wal()));
+    // The conversation so far, then the prompt.
+    r.exp_string("you> first message")
+        .expect("the conversation so far");
+    r.exp_string("Ctrl-D ends the chat")
+        .expect("the greeting after it");
     r.exp_string(PROMPT).expect("back at the prompt");
     // Nothing was sent to the model on the way back.
     std::thread::sleep(Duration::from_millis(200));
@@ -116,9 +126,14 @@ fn a_chat_killed_at_its_prompt_resumes_at_its_prompt() {
         "{last}"
     );
     // `chat --resume` of a finished chat goes back to its prompt too.
-    let mut cmd = pty::chat_cmd(&sb, &mock.base_url(), "");
+    let mut cmd = pty::chat_cmd(&sb, &mock.base_url(), NO_QUESTIONS);
     cmd.arg("--resume").arg(sb.wal());
     let mut again = pty::spawn(cmd);
+    // The conversation so far comes first (its lines start with the
+    // prompt's text too), then the prompt.
+    again
+        .exp_string("Ctrl-D ends the chat")
+        .expect("the greeting after the conversation");
     again
         .exp_string(PROMPT)
         .expect("the prompt of the ended chat");
@@ -153,7 +168,7 @@ fn ctrl_c_during_a_turn_stops_the_turn_not_the_chat() {
         .with_ids(&["slow"]),
         MockReply::text("understood"),
     ]);
-    let mut s = pty::spawn(pty::chat_cmd(&sb, &mock.base_url(), ""));
+    let mut s = pty::spawn(pty::chat_cmd(&sb, &mock.base_url(), NO_QUESTIONS));
     s.exp_string(PROMPT).expect("the prompt");
     s.send_line("run the slow thing").expect("type");
     s.exp_string("bash").expect("the call");
@@ -190,7 +205,7 @@ fn ctrl_c_during_a_turn_stops_the_turn_not_the_chat() {
 #[test]
 fn chat_without_a_terminal_is_refused_and_writes_nothing() {
     let sb = Sandbox::new();
-    let mut cmd = pty::chat_cmd(&sb, "http://127.0.0.1:9/v1", "");
+    let mut cmd = pty::chat_cmd(&sb, "http://127.0.0.1:9/v1", NO_QUESTIONS);
     cmd.stdin(Stdio::null());
     let o = output(cmd);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
@@ -209,7 +224,7 @@ fn a_chat_killed_mid_turn_finishes_the_turn_on_resume_then_prompts() {
         .with_ids(&["long"]),
         MockReply::text("carried on after the kill"),
     ]);
-    let mut s = pty::spawn(pty::chat_cmd(&sb, &mock.base_url(), ""));
+    let mut s = pty::spawn(pty::chat_cmd(&sb, &mock.base_url(), NO_QUESTIONS));
     s.exp_string(PROMPT).expect("the prompt");
     s.send_line("start the long thing").expect("type");
     wait_for_started(&sb);
@@ -237,7 +252,7 @@ fn a_chat_killed_mid_turn_finishes_the_turn_on_resume_then_prompts() {
 fn sigterm_at_the_prompt_ends_the_chat_as_it_ends_a_run() {
     let sb = Sandbox::new();
     let mock = MockServer::start(vec![]);
-    let mut s = pty::spawn(pty::chat_cmd(&sb, &mock.base_url(), ""));
+    let mut s = pty::spawn(pty::chat_cmd(&sb, &mock.base_url(), NO_QUESTIONS));
     s.exp_string(PROMPT).expect("the prompt");
     s.process_mut()
         .signal(rexpect::process::Signal::SIGTERM)
@@ -261,7 +276,7 @@ fn sigterm_at_the_prompt_ends_the_chat_as_it_ends_a_run() {
 fn chat_resume_passes_its_flags_to_resume_whole() {
     let sb = Sandbox::new();
     let mock = MockServer::start(vec![MockReply::text("hello back")]);
-    let mut s = pty::spawn(pty::chat_cmd(&sb, &mock.base_url(), ""));
+    let mut s = pty::spawn(pty::chat_cmd(&sb, &mock.base_url(), NO_QUESTIONS));
     s.exp_string(PROMPT).expect("the first prompt");
     s.send_line("first message").expect("type");
     s.exp_string(PROMPT).expect("the prompt");

@@ -482,7 +482,7 @@ fn a_cost_limit_without_prices_is_refused_and_known_prices_show_per_step() {
 fn log_show_is_a_readable_transcript_with_results_folded() {
     let sb = Sandbox::new();
     let server = MockServer::start(vec![
-        MockReply::tool_call("bash", serde_json::json!({"command": "seq 1 12"}))
+        MockReply::tool_call("bash", serde_json::json!({"command": "seq 1 30"}))
             .with_content("counting first"),
         MockReply::text("All twelve counted."),
     ]);
@@ -500,10 +500,12 @@ fn log_show_is_a_readable_transcript_with_results_folded() {
         "task:\n  count to twelve",
         "step 1 · ",
         "  counting first",
-        "  → bash {\"command\":\"seq 1 12\"}",
-        "  ✓ bash (13 lines)",
+        "  → bash {\"command\":\"seq 1 30\"}",
+        // Folded to its first and last lines, the exit code on its line.
+        "  ✓ bash call_1_0 · exit 0 (30 lines)",
         "    1\n    2\n",
-        "    … 7 more lines",
+        "    … 18 more lines (log show --full shows them)\n    25\n",
+        "    30\n",
         "step 2 · ",
         "  All twelve counted.",
         "finished: completed",
@@ -511,6 +513,10 @@ fn log_show_is_a_readable_transcript_with_results_folded() {
         assert!(text.contains(want), "{want:?} in:\n{text}");
     }
     assert!(!text.contains("    12\n"), "folded: {text}");
+    let mut c = tinyagent(&sb);
+    c.args(["log", "show", "--full"]).arg(sb.wal());
+    let full = String::from_utf8_lossy(&output(c).stdout).into_owned();
+    assert!(full.contains("    12\n    13\n"), "unfolded: {full}");
 
     // A damaged log is shown as far as it reads, and says where it stops.
     let damaged = sb.path("damaged.wal");
@@ -559,7 +565,7 @@ fn results_are_folded_diffs_coloured_on_request_and_calls_name_their_target_firs
     let plain = run(&[], true);
     assert!(!plain.contains('\u{1b}'), "{plain}");
     assert!(
-        plain.contains("  → edit a.txt {"),
+        plain.contains("  → edit a.txt (replace 1 line with 1)"),
         "the path first: {plain}"
     );
     assert!(plain.contains("  → bash: seq 1 9"), "{plain}");
@@ -567,7 +573,8 @@ fn results_are_folded_diffs_coloured_on_request_and_calls_name_their_target_firs
         plain.contains("\n      1\n      2\n"),
         "one line each: {plain}"
     );
-    assert!(plain.contains("… 6 more lines"), "{plain}");
+    assert!(plain.contains("… 3 more lines"), "{plain}");
+    assert!(plain.contains("\n      9\n"), "the last lines: {plain}");
     assert!(plain.contains("\n      +TWO"), "{plain}");
     let coloured = run(&["--color", "always"], true);
     assert!(coloured.contains("\u{1b}[32m+TWO\u{1b}[0m"), "{coloured}");

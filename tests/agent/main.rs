@@ -53,3 +53,4 @@ mod tools_sandbox;
 mod tools_search;
 mod trajectory_e2e;
 mod trust;
+mod tui;

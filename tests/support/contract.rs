@@ -121,6 +121,7 @@ fn required(kind: &str) -> &'static [&'static str] {
         "workspace.restored" => &["step", "tree", "last", "before", "workspace", "paths"],
         "user.message" => &["step", "content", "source"],
         "chat.waiting" => &["step"],
+        "settings.changed" | "compaction.requested" => &["step", "by"],
         "approval.requested" => &["step", "call_id"],
         "approval.decided" => &["step", "call_id", "decision", "by", "reason"],
         _ => &[],

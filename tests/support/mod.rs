@@ -24,6 +24,7 @@ pub mod plan;
 pub mod pty;
 pub mod require;
 pub mod s3;
+pub mod screen;
 pub mod sockets;
 pub mod tools;
 pub mod torture;

@@ -66,7 +66,7 @@ pub fn log(cmd: LogCommand) -> Result<i32, CliError> {
         LogCommand::Verify { wal } => Ok(inspect::verify(&wal, &mut err)?),
         LogCommand::Repair { wal } => Ok(inspect::repair(&wal, &mut err)?),
         LogCommand::Export { wal, output } => export(&wal, output.as_deref()),
-        LogCommand::Show { wal } => show::show(&wal),
+        LogCommand::Show { wal, full } => show::show(&wal, full),
         LogCommand::Import { json, output } => import(&json, &output),
         LogCommand::Diff { wal, step, call } => {
             crate::launch::fork::diff(&wal, step, call.as_deref()).map_err(CliError::from)

@@ -43,7 +43,7 @@ fn clock(ts: &str) -> &str {
     ts.get(11..19).unwrap_or(ts)
 }
 
-fn record(out: &mut dyn Write, ts: &str, event: &Event) -> std::io::Result<()> {
+fn record(out: &mut dyn Write, ts: &str, event: &Event, full: bool) -> std::io::Result<()> {
     match event {
         Event::RunStarted(r) => {
             writeln!(
@@ -75,14 +75,39 @@ fn record(out: &mut dyn Write, ts: &str, event: &Event) -> std::io::Result<()> {
             } else {
                 "✓"
             };
-            let lines = r.content.lines().count();
+            let f = crate::text::fold(&r.content, RESULT_LINES, RESULT_LINES);
+            let exit = f
+                .exit_code
+                .map(|c| format!(" · exit {c}"))
+                .unwrap_or_default();
             writeln!(
                 out,
-                "  {mark} {} ({lines} line{})",
+                "  {mark} {} {}{exit} ({} line{})",
                 r.name,
-                if lines == 1 { "" } else { "s" }
+                r.call_id,
+                f.lines,
+                if f.lines == 1 { "" } else { "s" }
             )?;
-            folded(out, &r.content, "    ", RESULT_LINES)?;
+            if full {
+                for line in r.content.lines() {
+                    writeln!(out, "    {line}")?;
+                }
+            } else {
+                for line in &f.head {
+                    writeln!(out, "    {}", cut(line))?;
+                }
+                if f.hidden > 0 {
+                    writeln!(
+                        out,
+                        "    … {} more line{} (log show --full shows them)",
+                        f.hidden,
+                        if f.hidden == 1 { "" } else { "s" }
+                    )?;
+                }
+                for line in &f.tail {
+                    writeln!(out, "    {}", cut(line))?;
+                }
+            }
         }
         // The update_plan result above shows the plan itself.
         Event::PlanUpdated(p) => writeln!(out, "  ◇ plan v{} recorded", p.version)?,
@@ -172,6 +197,10 @@ fn record(out: &mut dyn Write, ts: &str, event: &Event) -> std::io::Result<()> {
                 d.by
             )?;
         }
+        Event::SettingsChanged(c) => {
+            writeln!(out, "  settings changed by {}: {}", c.by, c.shown())?
+        }
+        Event::CompactionRequested(c) => writeln!(out, "  compaction asked for by {}", c.by)?,
         Event::Compaction(_)
         | Event::ToolStarted(_)
         | Event::StepSaved(_)
@@ -184,11 +213,11 @@ fn record(out: &mut dyn Write, ts: &str, event: &Event) -> std::io::Result<()> {
 ///
 /// # Errors
 /// The log cannot be read at all, or `out` fails.
-pub fn transcript(wal: &Path, out: &mut dyn Write) -> Result<(), CliError> {
+pub fn transcript(wal: &Path, out: &mut dyn Write, full: bool) -> Result<(), CliError> {
     let mut failed = None;
     let scan = tinyagent_store::wal::reader::scan::<Event>(wal, None, |frame, _| {
         if failed.is_none()
-            && let Err(e) = record(out, &frame.ts, &frame.event)
+            && let Err(e) = record(out, &frame.ts, &frame.event, full)
         {
             failed = Some(e);
         }
@@ -231,7 +260,7 @@ pub fn transcript(wal: &Path, out: &mut dyn Write) -> Result<(), CliError> {
 ///
 /// # Errors
 /// See [`transcript`].
-pub fn show(wal: &Path) -> Result<i32, CliError> {
+pub fn show(wal: &Path, full: bool) -> Result<i32, CliError> {
     if std::io::stdout().is_terminal() {
         let pager = std::env::var("PAGER")
             .ok()
@@ -245,12 +274,12 @@ pub fn show(wal: &Path) -> Result<i32, CliError> {
                 .spawn()
         {
             let result = match child.stdin.take() {
-                Some(mut stdin) => transcript(wal, &mut stdin),
+                Some(mut stdin) => transcript(wal, &mut stdin, full),
                 None => Ok(()),
             };
             let _ = child.wait();
             return result.map(|()| 0);
         }
     }
-    transcript(wal, &mut std::io::stdout().lock()).map(|()| 0)
+    transcript(wal, &mut std::io::stdout().lock(), full).map(|()| 0)
 }
