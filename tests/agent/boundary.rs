@@ -12,7 +12,7 @@
 //!   process or hook.
 
 use crate::support::contract::{self, Rec};
-use crate::support::e2e::{Sandbox, bin, host_tempdir, output, stderr};
+use crate::support::e2e::{Sandbox, host_tempdir, output, stderr};
 use crate::support::mock::{MockReply, MockServer};
 use crate::support::pty;
 use crate::support::require::{self, require};
@@ -71,21 +71,12 @@ print("probe-done")
 /// The run's `tinyagent run` command line on `sb`, in the sandbox, with
 /// `toml` added to its config.
 fn run_cmd(sb: &Sandbox, mock: &MockServer, toml: &str) -> Command {
-    let mut cmd = Command::new(bin());
-    cmd.current_dir(sb.dir.path())
-        .args(["run", "--model", "test-model", "--base-url"])
-        .arg(mock.base_url())
-        .arg("--wal")
-        .arg(sb.wal())
-        .arg("--cwd")
-        .arg(sb.ws())
-        .arg("--config")
-        .arg(sb.fast_config(&format!("{SANDBOX}{toml}")))
-        .arg("do it")
-        .env_remove("OPENAI_API_KEY")
-        .env("TINYAGENT_HOME", sb.home())
-        .env("XDG_CONFIG_HOME", sb.config_home());
-    cmd
+    local_run_cmd(sb, mock, &format!("{SANDBOX}{toml}"))
+}
+
+/// The same in the local environment (`toml` as given).
+fn local_run_cmd(sb: &Sandbox, mock: &MockServer, toml: &str) -> Command {
+    sb.run_cmd_cfg(&mock.base_url(), "do it", toml)
 }
 
 #[test]
@@ -160,21 +151,11 @@ fn shell_case_as(test: &str, toml: &str, as_nobody: bool) {
         .with_ids(&["tty"]),
         MockReply::text("done"),
     ]);
-    let mut run = run_cmd(&sb, &mock, "");
-    if toml.is_empty() {
-        // Local: the same run without the sandbox.
-        run = Command::new(bin());
-        run.current_dir(sb.dir.path())
-            .args(["run", "--model", "test-model", "--base-url"])
-            .arg(mock.base_url())
-            .arg("--wal")
-            .arg(sb.wal())
-            .arg("--cwd")
-            .arg(sb.ws())
-            .arg("--config")
-            .arg(sb.fast_config(""))
-            .arg("do it");
-    }
+    let run = if toml.is_empty() {
+        local_run_cmd(&sb, &mock, "")
+    } else {
+        run_cmd(&sb, &mock, "")
+    };
     let line: Vec<String> = std::iter::once(run.get_program())
         .chain(run.get_args())
         .map(|a| format!("'{}'", a.to_string_lossy().replace('\'', r"'\''")))
@@ -274,21 +255,7 @@ fn a_local_call_has_no_controlling_terminal() {
             .with_ids(&["tty"]),
             MockReply::text("done"),
         ]);
-        let mut run = Command::new(bin());
-        run.current_dir(sb.dir.path())
-            .args(["run", "--model", "test-model", "--base-url"])
-            .arg(mock.base_url())
-            .arg("--wal")
-            .arg(sb.wal())
-            .arg("--cwd")
-            .arg(sb.ws())
-            .arg("--config")
-            .arg(sb.fast_config(""))
-            .arg("do it")
-            .env_remove("OPENAI_API_KEY")
-            .env("TINYAGENT_HOME", sb.home())
-            .env("XDG_CONFIG_HOME", sb.config_home());
-        let mut s = pty::spawn(run);
+        let mut s = pty::spawn(local_run_cmd(&sb, &mock, ""));
         s.exp_string("totals:").expect("the run ends");
         assert_eq!(pty::exit_code(&mut s), Some(0));
         let recs = contract::read_checked(&sb.wal());
