@@ -289,6 +289,12 @@ impl SandboxEnv {
                 cmd.args(["--tmpfs", dir]);
             }
         }
+        // Files of /etc that link into an emptied directory (a resolver's
+        // `resolv.conf` under /run) are shown again, read-only: regular
+        // files only, never a socket.
+        for file in kept_from_emptied(ETC_LINKED, SOCKET_DIRS) {
+            cmd.arg("--ro-bind-try").arg(&file).arg(&file);
+        }
         // After the tmpfs mounts so that a workspace beneath one is visible.
         cmd.arg("--bind")
             .arg(ws)
@@ -336,6 +342,24 @@ impl SandboxEnv {
 /// a link to `/run`). `/tmp` is private already and `/dev` is bubblewrap's
 /// own.
 const SOCKET_DIRS: &[&str] = &["/run", "/var/run", "/var/tmp"];
+
+/// Files of /etc that may be links into /run (systemd-resolved,
+/// resolvconf): name resolution keeps working in a sandbox given the
+/// network.
+const ETC_LINKED: &[&str] = &["/etc/resolv.conf", "/etc/hosts"];
+
+/// Of `paths`, the regular files they resolve to that lie in one of the
+/// `emptied` directories ([`SOCKET_DIRS`]).
+fn kept_from_emptied<P: AsRef<Path>>(paths: &[P], emptied: &[&str]) -> Vec<PathBuf> {
+    paths
+        .iter()
+        .filter_map(|p| std::fs::canonicalize(p).ok())
+        .filter(|real| {
+            emptied.iter().any(|d| real.starts_with(d))
+                && std::fs::symlink_metadata(real).is_ok_and(|m| m.file_type().is_file())
+        })
+        .collect()
+}
 
 /// The unix sockets bound to a path in the agent's network namespace
 /// (`/proc/net/unix`) that the sandbox would show: outside the directories
@@ -489,5 +513,31 @@ mod tests {
             "{line}"
         );
         assert!(line.find("--tmpfs /tmp").unwrap() < line.find(&pkg).unwrap());
+    }
+
+    #[test]
+    fn files_of_etc_that_link_into_an_emptied_directory_are_shown_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let emptied = root.join("run");
+        std::fs::create_dir_all(emptied.join("resolve")).unwrap();
+        std::fs::write(emptied.join("resolve/stub.conf"), "nameserver 127.0.0.53\n").unwrap();
+        std::os::unix::net::UnixListener::bind(emptied.join("sock")).unwrap();
+        let etc = root.join("etc");
+        std::fs::create_dir(&etc).unwrap();
+        std::os::unix::fs::symlink(emptied.join("resolve/stub.conf"), etc.join("resolv.conf"))
+            .unwrap();
+        std::os::unix::fs::symlink(emptied.join("sock"), etc.join("a-socket")).unwrap();
+        std::fs::write(etc.join("hosts"), "127.0.0.1 localhost\n").unwrap();
+        let paths = [
+            etc.join("resolv.conf"),
+            etc.join("a-socket"),
+            etc.join("hosts"),
+        ];
+        let emptied_str = emptied.to_str().unwrap();
+        assert_eq!(
+            kept_from_emptied(&paths, &[emptied_str]),
+            vec![emptied.join("resolve/stub.conf")]
+        );
     }
 }
