@@ -1,5 +1,5 @@
 //! The TOML config file (`tinyagent.toml`): the raw sections as written.
-//! [`crate::cli::run::resolve`] merges them under the flags into a
+//! `launch::new::resolve` merges them under the flags into a
 //! [`super::RunConfig`].
 //!
 //! Every table refuses unknown keys, and every error names the key it is

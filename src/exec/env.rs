@@ -23,7 +23,7 @@
 //! result, and so into the log. [`HideVars`] wraps any environment to hide
 //! more names (e.g. a key variable chosen with `--api-key-env`). The binary
 //! takes every such variable out of its own environment when `run` or
-//! `resume` starts (`cli::secrets`), so this is the second line, not the
+//! `resume` starts (`launch::secrets`), so this is the second line, not the
 //! first.
 //!
 //! # The seam
@@ -144,7 +144,7 @@ pub fn is_key_var(name: &str) -> bool {
 }
 
 /// The variable that names the descriptor a re-executed agent reads its
-/// keys from (`cli::secrets`). Meaningless to anything else: no child gets
+/// keys from (`launch::secrets`). Meaningless to anything else: no child gets
 /// it, so a tinyagent started by a tool does not take it for its own.
 pub const KEY_FD_VAR: &str = "TINYAGENT_KEY_FD";
 
