@@ -4,9 +4,9 @@
 //! blocks in user messages, consecutive same-role messages are merged.
 
 use super::anthropic_stream::MessageStream;
-use super::error::{ModelError, from_reqwest};
-use super::http::{Backoff, Endpoint, build_client, checked_base_url, exchange_json, send};
-use super::sse::SseDecoder;
+use super::error::ModelError;
+use super::http::stream_events;
+use super::http::{Backoff, Endpoint, build_client, checked_base_url, exchange_json};
 use super::{Encoded, ModelReply, ModelRequest, ProviderConfig, Purpose};
 use crate::event::{Message, Native, Role, StopReason, ToolCall, Usage};
 use serde_json::{Value, json};
@@ -112,33 +112,12 @@ impl AnthropicProvider {
         body: &Encoded,
         on_text: &mut (dyn FnMut(&str) + Send),
     ) -> Result<Value, ModelError> {
-        let timeout = self.cfg.request_timeout;
-        let key = self.cfg.api_key.as_deref();
-        let request = self.endpoint.post(&self.client, body);
-        let mut response = tokio::time::timeout(timeout, send(&self.cfg, request))
-            .await
-            .map_err(|_| ModelError::Timeout(timeout))??;
-        let mut decoder = SseDecoder::default();
         let mut message = MessageStream::default();
-        loop {
-            let next = tokio::time::timeout(timeout, response.chunk())
-                .await
-                .map_err(|_| ModelError::Timeout(timeout))?
-                .map_err(|e| from_reqwest(&e, timeout, key))?;
-            let ended = next.is_none();
-            let events = match next {
-                Some(chunk) => decoder.push(&chunk),
-                None => decoder.finish().into_iter().collect(),
-            };
-            for data in events {
-                if message.push(&data, on_text)? {
-                    return message.finish();
-                }
-            }
-            if ended {
-                return message.finish();
-            }
-        }
+        stream_events(&self.cfg, self.endpoint.post(&self.client, body), |data| {
+            message.push(data, on_text).map(|whole| whole.then_some(()))
+        })
+        .await?;
+        message.finish()
     }
 }
 

@@ -221,6 +221,54 @@ fn retry_after_at(value: &str, now: std::time::SystemTime) -> Option<Duration> {
     Some(wait.min(MAX_RETRY_AFTER))
 }
 
+/// `{base_url}/{path}` taking a JSON body, with `Authorization: Bearer`
+/// when there is a key (both OpenAI APIs).
+pub(crate) fn bearer_endpoint(cfg: &ProviderConfig, path: &str) -> Result<Endpoint, ModelError> {
+    let url = format!("{}/{path}", checked_base_url(cfg)?);
+    let bearer = cfg.api_key.as_ref().map(|key| format!("Bearer {key}"));
+    let mut headers = vec![(reqwest::header::CONTENT_TYPE, "application/json", false)];
+    if let Some(value) = &bearer {
+        headers.push((reqwest::header::AUTHORIZATION, value, true));
+    }
+    Endpoint::new(cfg, &url, &headers)
+}
+
+/// One streamed attempt: `request` sent, then each server-sent event handed
+/// to `event` until it gives the reply (`Some`). `Ok(None)`: the stream
+/// ended first (each provider says what that means). The request timeout
+/// bounds the wait for the headers and for each chunk.
+pub(crate) async fn stream_events<T>(
+    cfg: &ProviderConfig,
+    request: reqwest::RequestBuilder,
+    mut event: impl FnMut(&str) -> Result<Option<T>, ModelError>,
+) -> Result<Option<T>, ModelError> {
+    let timeout = cfg.request_timeout;
+    let key = cfg.api_key.as_deref();
+    let mut response = tokio::time::timeout(timeout, send(cfg, request))
+        .await
+        .map_err(|_| ModelError::Timeout(timeout))??;
+    let mut decoder = super::sse::SseDecoder::default();
+    loop {
+        let next = tokio::time::timeout(timeout, response.chunk())
+            .await
+            .map_err(|_| ModelError::Timeout(timeout))?
+            .map_err(|e| from_reqwest(&e, timeout, key))?;
+        let ended = next.is_none();
+        let events = match next {
+            Some(chunk) => decoder.push(&chunk),
+            None => decoder.finish().into_iter().collect(),
+        };
+        for data in events {
+            if let Some(reply) = event(&data)? {
+                return Ok(Some(reply));
+            }
+        }
+        if ended {
+            return Ok(None);
+        }
+    }
+}
+
 /// Sends one attempt and turns a non-success status into an error (reading
 /// the body for the message).
 pub(crate) async fn send(

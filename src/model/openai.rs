@@ -3,9 +3,9 @@
 //! sent, unknown response fields are ignored; plain JSON or SSE streaming
 //! with tool-call arguments assembled from fragments.
 
-use super::error::{ModelError, from_reqwest};
-use super::http::{Backoff, Endpoint, build_client, checked_base_url, exchange, json_of, send};
-use super::sse::SseDecoder;
+use super::error::ModelError;
+use super::http::{Backoff, Endpoint, build_client, exchange, json_of};
+use super::http::{bearer_endpoint, stream_events};
 use super::wire::WireCache;
 use super::{Encoded, ModelReply, ModelRequest, ProviderConfig};
 use crate::event::{Message, StopReason, ToolCall, Usage};
@@ -29,13 +29,7 @@ impl OpenAiProvider {
     }
 
     pub fn new(cfg: ProviderConfig) -> Result<Self, ModelError> {
-        let url = format!("{}/chat/completions", checked_base_url(&cfg)?);
-        let bearer = cfg.api_key.as_ref().map(|key| format!("Bearer {key}"));
-        let mut headers = vec![(reqwest::header::CONTENT_TYPE, "application/json", false)];
-        if let Some(value) = &bearer {
-            headers.push((reqwest::header::AUTHORIZATION, value, true));
-        }
-        let endpoint = Endpoint::new(&cfg, &url, &headers)?;
+        let endpoint = bearer_endpoint(&cfg, "chat/completions")?;
         let client = build_client(&cfg)?;
         Ok(OpenAiProvider {
             cfg,
@@ -110,37 +104,17 @@ impl OpenAiProvider {
         step: u64,
         on_text: &mut (dyn FnMut(&str) + Send),
     ) -> Result<ModelReply, ModelError> {
-        let timeout = self.cfg.request_timeout;
-        let key = self.cfg.api_key.as_deref();
-        let mut response = tokio::time::timeout(timeout, send(&self.cfg, self.request(body)))
-            .await
-            .map_err(|_| ModelError::Timeout(timeout))??;
-        let mut decoder = SseDecoder::default();
         let mut acc = StreamAssembler::default();
-        loop {
-            let next = tokio::time::timeout(timeout, response.chunk())
-                .await
-                .map_err(|_| ModelError::Timeout(timeout))?
-                .map_err(|e| from_reqwest(&e, timeout, key))?;
-            let ended = next.is_none();
-            let events = match next {
-                Some(chunk) => decoder.push(&chunk),
-                None => decoder.finish().into_iter().collect(),
-            };
-            for data in events {
-                if acc.push(&data, on_text)? {
-                    return acc.finish(step);
-                }
-            }
-            if ended {
-                if !acc.saw_finish_reason() {
-                    return Err(ModelError::Transport(
-                        "the stream ended before the reply was complete".into(),
-                    ));
-                }
-                return acc.finish(step);
-            }
+        let done = stream_events(&self.cfg, self.request(body), |data| {
+            acc.push(data, on_text).map(|whole| whole.then_some(()))
+        })
+        .await?;
+        if done.is_none() && !acc.saw_finish_reason() {
+            return Err(ModelError::Transport(
+                "the stream ended before the reply was complete".into(),
+            ));
         }
+        acc.finish(step)
     }
 }
 

@@ -9,9 +9,9 @@
 //! `response.completed` (or `response.incomplete`) event carries the whole
 //! response, read like a plain one.
 
-use super::error::{ModelError, from_reqwest};
-use super::http::{Backoff, Endpoint, build_client, checked_base_url, exchange_json, send};
-use super::sse::SseDecoder;
+use super::error::ModelError;
+use super::http::{Backoff, Endpoint, build_client, exchange_json};
+use super::http::{bearer_endpoint, stream_events};
 use super::{Encoded, ModelReply, ModelRequest, ProviderConfig, Purpose};
 use crate::event::{Message, Native, Role, StopReason, ToolCall, Usage};
 use serde_json::{Value, json};
@@ -31,13 +31,7 @@ impl ResponsesProvider {
     }
 
     pub fn new(cfg: ProviderConfig) -> Result<Self, ModelError> {
-        let url = format!("{}/responses", checked_base_url(&cfg)?);
-        let bearer = cfg.api_key.as_ref().map(|key| format!("Bearer {key}"));
-        let mut headers = vec![(reqwest::header::CONTENT_TYPE, "application/json", false)];
-        if let Some(value) = &bearer {
-            headers.push((reqwest::header::AUTHORIZATION, value, true));
-        }
-        let endpoint = Endpoint::new(&cfg, &url, &headers)?;
+        let endpoint = bearer_endpoint(&cfg, "responses")?;
         let client = build_client(&cfg)?;
         Ok(ResponsesProvider {
             cfg,
@@ -83,34 +77,13 @@ impl ResponsesProvider {
         step: u64,
         on_text: &mut (dyn FnMut(&str) + Send),
     ) -> Result<ModelReply, ModelError> {
-        let timeout = self.cfg.request_timeout;
-        let key = self.cfg.api_key.as_deref();
-        let request = self.endpoint.post(&self.client, body);
-        let mut response = tokio::time::timeout(timeout, send(&self.cfg, request))
-            .await
-            .map_err(|_| ModelError::Timeout(timeout))??;
-        let mut decoder = SseDecoder::default();
-        loop {
-            let next = tokio::time::timeout(timeout, response.chunk())
-                .await
-                .map_err(|_| ModelError::Timeout(timeout))?
-                .map_err(|e| from_reqwest(&e, timeout, key))?;
-            let ended = next.is_none();
-            let events = match next {
-                Some(chunk) => decoder.push(&chunk),
-                None => decoder.finish().into_iter().collect(),
-            };
-            for data in events {
-                if let Some(reply) = stream_event(&data, step, on_text)? {
-                    return Ok(reply);
-                }
-            }
-            if ended {
-                return Err(ModelError::Transport(
-                    "the stream ended before the response was complete".into(),
-                ));
-            }
-        }
+        stream_events(&self.cfg, self.endpoint.post(&self.client, body), |data| {
+            stream_event(data, step, on_text)
+        })
+        .await?
+        .ok_or_else(|| {
+            ModelError::Transport("the stream ended before the response was complete".into())
+        })
     }
 }
 
