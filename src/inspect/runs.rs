@@ -9,7 +9,6 @@
 
 use super::{Report, read_report};
 use serde::Serialize;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// One row of the list.
@@ -171,7 +170,6 @@ fn index_dir(home: &Path) -> PathBuf {
 /// elsewhere), so that `sessions` lists it and its id names it. Best
 /// effort: the run goes on without it.
 pub fn index(home: &Path, wal: &Path, run_id: &str) {
-    use std::os::unix::fs::OpenOptionsExt;
     if wal.parent() == Some(home.join("runs").as_path()) || run_id.contains(['/', '\\']) {
         return;
     }
@@ -179,16 +177,13 @@ pub fn index(home: &Path, wal: &Path, run_id: &str) {
     if tinyagent_store::fsutil::create_dir_all_durable(&dir).is_err() {
         return;
     }
+    // Replaced whole (temp file, fsync, rename): never a half-written
+    // entry, never written through a link planted at its name.
     let path = canonical(wal);
-    if let Ok(mut f) = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(dir.join(run_id))
-    {
-        let _ = f.write_all(path.as_os_str().as_encoded_bytes());
-    }
+    let _ = tinyagent_store::fsutil::atomic_write(
+        &dir.join(run_id),
+        path.as_os_str().as_encoded_bytes(),
+    );
 }
 
 /// The logs the index names that are still there.

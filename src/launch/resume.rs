@@ -151,41 +151,24 @@ pub(super) fn recorded_key_env(args: &ResumeArgs) -> Option<String> {
 /// Every variable the run has named as holding its API key: `run.started`'s
 /// and each earlier `resume`'s (`--api-key-env` given then). Names only,
 /// and only names that look like a key variable: a log can make tinyagent
-/// keep more variables from its children, nothing else. The log is read a
-/// line at a time and only `resume` lines are parsed.
+/// keep more variables from its children, nothing else. The log is read by
+/// the store's reader, in bounded memory whatever its lines.
 pub(super) fn recorded_key_envs(args: &ResumeArgs) -> Vec<String> {
-    use std::io::BufRead;
     let mut names: Vec<String> = recorded_key_env(args).into_iter().collect();
     let path = args.log();
     if is_trajectory(path) {
         return names;
     }
-    let Ok(file) = std::fs::File::open(path) else {
-        return names;
-    };
-    let mut reader = std::io::BufReader::with_capacity(1 << 20, file);
-    let mut line = Vec::new();
-    let needle = memchr::memmem::Finder::new(b"\"type\":\"resume\"");
-    loop {
-        line.clear();
-        match reader.read_until(b'\n', &mut line) {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
-        }
-        if needle.find(&line).is_none() {
-            continue;
-        }
-        let Ok(rec) = serde_json::from_slice::<serde_json::Value>(&line) else {
-            continue;
-        };
-        if rec["type"] == "resume"
-            && let Some(var) = rec["data"]["api_key_env"].as_str()
+    // The store's own reader: linear, bounded memory on any input.
+    let _ = tinyagent_store::wal::reader::scan::<crate::event::Event>(path, None, |f, _| {
+        if let crate::event::Event::Resume(r) = &f.event
+            && let Some(var) = r.api_key_env.as_deref()
             && crate::config::plausible_key_var(var)
             && !names.iter().any(|n| n == var)
         {
             names.push(var.to_string());
         }
-    }
+    });
     names
 }
 
