@@ -182,6 +182,24 @@ fn is_stat_cache(path: &Path) -> bool {
             .is_some_and(|n| n == "checkpoints.git")
 }
 
+/// What `git init` leaves in a store when it is killed while it probes the
+/// file system: `t` and six letters or digits at the store's top level, a
+/// file or a link to `testing`. git never reads it, so it is passed over
+/// (a fork killed while its store was made is finished by a rerun).
+fn is_init_probe(path: &Path, meta: &std::fs::Metadata) -> bool {
+    let named = path.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+        n.len() == 7 && n.starts_with('t') && n[1..].bytes().all(|b| b.is_ascii_alphanumeric())
+    });
+    let in_store = path
+        .parent()
+        .and_then(Path::file_name)
+        .is_some_and(|n| n == "checkpoints.git");
+    let kind = meta.file_type().is_file()
+        || (meta.file_type().is_symlink()
+            && std::fs::read_link(path).is_ok_and(|t| t == Path::new("testing")));
+    named && in_store && kind
+}
+
 /// Visits every entry beneath `dir` (depth first), checking each with
 /// [`check_meta`]; `visit` says whether to go into a directory.
 fn walk(
@@ -197,6 +215,9 @@ fn walk(
         let Some(meta) = lstat(&path)? else {
             continue;
         };
+        if is_init_probe(&path, &meta) {
+            continue;
+        }
         check_meta(&path, &meta, me)?;
         if visit(&path, &meta)? && meta.is_dir() {
             walk(&path, me, visit)?;
@@ -403,5 +424,27 @@ mod tests {
         for (rel, dir) in refused {
             assert!(!allowed(rel, *dir), "{rel:?} passed");
         }
+    }
+
+    #[test]
+    fn a_killed_git_inits_probe_is_passed_over_and_nothing_else_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = dir.path().join("r.wal.d/checkpoints.git");
+        std::fs::create_dir_all(&store).unwrap();
+        std::fs::write(store.join("tzX1lIx"), "").unwrap();
+        std::os::unix::fs::symlink("testing", store.join("tAb3dE9")).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", store.join("tQQQQQQ")).unwrap();
+        let meta = |n: &str| std::fs::symlink_metadata(store.join(n)).unwrap();
+        assert!(is_init_probe(&store.join("tzX1lIx"), &meta("tzX1lIx")));
+        assert!(is_init_probe(&store.join("tAb3dE9"), &meta("tAb3dE9")));
+        // A link anywhere else is not git's probe.
+        assert!(!is_init_probe(&store.join("tQQQQQQ"), &meta("tQQQQQQ")));
+        // Nor is a file of that name elsewhere in the run's directory.
+        let beside = dir.path().join("r.wal.d/tzX1lIx");
+        std::fs::write(&beside, "").unwrap();
+        assert!(!is_init_probe(
+            &beside,
+            &std::fs::symlink_metadata(&beside).unwrap()
+        ));
     }
 }
