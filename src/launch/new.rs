@@ -137,6 +137,7 @@ pub fn resolve(args: &RunArgs, file: &Config) -> Result<RunConfig, LaunchError> 
         },
         workspace,
         plan_enabled: args.plan || file.plan.enabled.unwrap_or(false),
+        plan_pin: file.plan.pin.unwrap_or_default(),
         plan_file: match args.plan_file.clone().or(file.plan.file.clone()) {
             Some(p) => Some(absolute_new(p)?),
             None => None,

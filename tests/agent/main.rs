@@ -36,6 +36,7 @@ mod model_script;
 mod model_stops;
 mod model_usage;
 mod plan_e2e;
+mod prompt_cache;
 mod replication;
 mod replication_forged;
 mod replication_lease;
