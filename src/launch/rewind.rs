@@ -2,7 +2,7 @@
 //! `tinyagent restore --undo`: the launch side of `checkpoint::rewind`.
 //!
 //! Order (docs/design.md, "Workspace checkpoints"): every check first (the
-//! workspace, `workspace::for_restore`; the trees, from the original's own
+//! workspace, `workspace::resolve`; the trees, from the original's own
 //! records); then, in the fork's store, the workspace as it is is stored
 //! (the tree `before`); the intent (`<fork>.d/restore.json`) and the fork's
 //! log with its `workspace.restored` record are written; then the paths are
@@ -87,10 +87,12 @@ pub fn spec_for(
             _ => run_changed = None,
         }
     }
-    let workspace = super::workspace::for_restore(
-        wal,
-        &original.run_id,
-        &original.settings.cwd,
+    let workspace = super::workspace::resolve(
+        super::workspace::Named::Log {
+            wal,
+            run_id: &original.run_id,
+            recorded: &original.settings.cwd,
+        },
         args.cwd.as_deref(),
     )?;
     Ok(Spec {
@@ -442,8 +444,14 @@ pub fn undo(args: &RestoreArgs) -> Result<i32, LaunchError> {
             wal.display()
         )));
     }
-    let workspace =
-        super::workspace::for_restore(&wal, &first.run_id, &record.workspace, args.cwd.as_deref())?;
+    let workspace = super::workspace::resolve(
+        super::workspace::Named::Log {
+            wal: &wal,
+            run_id: &first.run_id,
+            recorded: &record.workspace,
+        },
+        args.cwd.as_deref(),
+    )?;
     let store = checkpoint::store_dir(&wal);
     let git = git(&store, &workspace);
     checkpoint::check_version().map_err(|e| store_error(&e.into()))?;

@@ -31,7 +31,7 @@ fn ok(o: &std::process::Output) -> String {
 /// A run of two steps: step 1 writes `a.txt`; step 2 rewrites it, creates
 /// `new/made.txt` and removes `old.txt`. The workspace starts with
 /// `README.md` and `old.txt`.
-fn two_steps(sb: &Sandbox) {
+pub(crate) fn two_steps(sb: &Sandbox) {
     let ws = sb.ws();
     std::fs::write(ws.join("README.md"), "readme\n").unwrap();
     std::fs::write(ws.join("old.txt"), "old\n").unwrap();
