@@ -273,3 +273,82 @@ fn fork_and_undo_take_the_workspace_by_the_same_rule() {
         "not taken on its word",
     );
 }
+
+/// A run resumed from a bucket into another directory, then restored to a
+/// step (`fork --restore`, what a chat's `/rewind` does) and undone: the
+/// restore acts in the directory the run was resumed into (the sidecar of
+/// the resume names it, from elsewhere too), changes only what the run
+/// changed there, keeps the person's files, and never touches the first
+/// machine's workspace; the undo is recorded in the fork's log.
+#[test]
+fn a_restore_after_a_resume_from_a_bucket_acts_where_the_run_was_resumed() {
+    if require("git", "workspace_rule_bucket_restore", require::git()).is_none() {
+        return;
+    }
+    let Some(w) = crate::replication::weed("workspace_rule_bucket_restore") else {
+        return;
+    };
+    use crate::replication::{long_call, resume_cmd, run_cmd, stop_in_long_call};
+    use serde_json::json;
+    let url = format!("{}/runs", w.bucket("restore-elsewhere"));
+    let one = Sandbox::new();
+    std::fs::write(one.ws().join("README.md"), "readme\n").unwrap();
+    std::fs::write(one.ws().join("old.txt"), "old\n").unwrap();
+    let server = MockServer::start(vec![
+        MockReply::tool_call("write", json!({"path": "a.txt", "content": "one\n"})),
+        MockReply::tool_calls(vec![
+            ("write", json!({"path": "a.txt", "content": "two\n"})),
+            (
+                "bash",
+                json!({"command": "mkdir -p new && echo made > new/made.txt && rm old.txt"}),
+            ),
+        ]),
+        long_call("30"),
+        MockReply::text("finished on the second machine"),
+    ]);
+    let id = stop_in_long_call(&one, run_cmd(&one, w, &server.base_url(), &url, ""));
+    // The first machine's workspace is still there (same file system),
+    // with a file the run never saw: nothing done on the second touches it.
+    std::fs::write(one.ws().join("unrelated.txt"), "not the run's\n").unwrap();
+    let first = tree_state(&one.ws());
+
+    let two = Sandbox::new();
+    let ws = two.ws();
+    let out = output(resume_cmd(&two, w, &format!("{url}/{id}"), ""));
+    assert_eq!(code(&out), Some(0), "{}", stderr(&out));
+    assert_eq!(std::fs::read(ws.join("a.txt")).unwrap(), b"two\n");
+    assert!(ws.join("new/made.txt").is_file() && !ws.join("old.txt").exists());
+    // The person works there now.
+    std::fs::write(ws.join("MYNOTES.txt"), "mine\n").unwrap();
+    std::fs::write(ws.join("README.md"), "readme, edited by me\n").unwrap();
+    let before = tree_state(&ws);
+    let wal = two.home().join("runs").join(format!("{id}.wal"));
+    let fork = two.path("fork.wal");
+    let (wal, fork) = (wal.to_str().unwrap(), fork.to_str().unwrap());
+    // From elsewhere: the sidecar this machine wrote names the workspace.
+    let elsewhere = two.dir.path();
+    let home = two.home();
+    accepted(cmd(
+        &two,
+        &home,
+        elsewhere,
+        &["fork", wal, "--at", "1", "-o", fork, "--restore"],
+    ));
+    assert_eq!(std::fs::read(ws.join("a.txt")).unwrap(), b"one\n");
+    assert_eq!(std::fs::read(ws.join("old.txt")).unwrap(), b"old\n");
+    assert!(!ws.join("new").exists(), "the run's new directory is gone");
+    assert_eq!(std::fs::read(ws.join("MYNOTES.txt")).unwrap(), b"mine\n");
+    assert_eq!(
+        std::fs::read(ws.join("README.md")).unwrap(),
+        b"readme, edited by me\n"
+    );
+    assert_eq!(tree_state(&one.ws()), first, "the first machine's path");
+    accepted(cmd(&two, &home, elsewhere, &["restore", "--undo", fork]));
+    assert_eq!(tree_state(&ws), before, "the undo is byte for byte");
+    assert_eq!(tree_state(&one.ws()), first, "the first machine's path");
+    let recs = crate::support::contract::read(Path::new(fork));
+    let last = recs.last().unwrap();
+    assert_eq!(last.kind, "workspace.restored");
+    assert_eq!(last.data["undo"], true);
+    server.assert_no_violations();
+}
