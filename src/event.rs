@@ -845,6 +845,12 @@ pub struct WorkspaceRestored {
     /// The paths left as they are (changed since the run's last checkpoint).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conflicts: Vec<String>,
+    /// Set on the record `restore --undo` appends once it has put the
+    /// workspace back: the restore's own fields repeated, `force`, `paths`
+    /// and `conflicts` the undo's. Absent (false) on a restore, and in logs
+    /// written before undo left a record.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub undo: bool,
 }
 
 /// A message the person added to the conversation.

@@ -55,3 +55,4 @@ mod tools_search;
 mod trajectory_e2e;
 mod trust;
 mod tui;
+mod workspace_rule;
