@@ -17,7 +17,6 @@ use crate::support::llama::{self, Llama};
 use crate::support::mock::{MockServer, RecordedRequest};
 use crate::support::require::require;
 use serde_json::{Value, json};
-use std::sync::Arc;
 
 /// Runs the scripted session against `api` with `toml` added to the
 /// config; returns the requests' bodies and the run's log.
@@ -243,6 +242,12 @@ fn compaction_and_resume_pin_the_current_plan_and_the_summarizer_reuses_the_pref
     }
 }
 
+/// The steps of the run against llama.cpp: a 135M model on two shared
+/// cores evaluates about 30 new prompt tokens a second, so the run is the
+/// scripted one's first 24 steps (six plan changes), not all 60; the
+/// benchmark runs all of it.
+const LLAMA_STEPS: u64 = 24;
+
 /// A project's `AGENTS.md` of about 2,000 tokens. SmolLM2's chat template
 /// renders no tools, so without it the prompt that stays the same is a
 /// few hundred tokens, where a real agent's (tools, instructions) is
@@ -290,29 +295,25 @@ fn a_real_llama_server_reads_nine_tenths_of_every_later_prompt_from_its_cache() 
         let proxy = script_with(api, 4, move |req| {
             let (path, body) = one_token(api, req);
             match llama.post(&path, &body) {
-                Ok(answer) => {
-                    eprintln!("{api:?} {}: {}", req.index, answer["usage"]);
-                    answer["usage"].clone()
-                }
+                Ok(answer) => answer["usage"].clone(),
                 Err(e) => panic!("llama-server refused {path}: {e}"),
             }
         });
-        let (sb, proxy, status) = session_with(api, "", STEPS, proxy, &project_guide());
-        assert_eq!(status.code(), Some(0), "{api:?}\n{}", server.log());
+        let (sb, proxy, status) = session_with(api, "", LLAMA_STEPS, proxy, &project_guide());
+        assert_eq!(status.code(), Some(3), "{api:?} stops at max steps\n{}", server.log());
         proxy.assert_no_violations();
         let recs = contract::read(&sb.wal());
         let usages: Vec<Value> = of_kind(&recs, "model.response")
             .iter()
             .map(|r| r.data["usage"].clone())
             .collect();
-        assert_eq!(usages.len() as u64, STEPS, "{api:?}");
+        assert_eq!(usages.len() as u64, LLAMA_STEPS, "{api:?}");
         let n = |u: &Value, k: &str| u[k].as_u64().unwrap_or(0);
         let mut worst = 1.0f64;
         for (i, u) in usages.iter().enumerate().skip(1) {
             let cached = n(u, "cached_input_tokens");
             let all = n(u, "input_tokens") + cached + n(u, "cache_write_tokens");
             let share = cached as f64 / all as f64;
-            eprintln!("{api:?} {}: {cached} / {all}", i + 1);
             worst = worst.min(share);
             assert!(
                 share >= 0.9,
