@@ -78,7 +78,20 @@ fn log(given: &Path, cwd: Option<&Path>) -> Result<PathBuf, CliError> {
     crate::inspect::runs::by_id(&crate::launch::parts::home()?, text).map_err(CliError::refused)
 }
 
-/// `resume` with no log: on a terminal, a pick of this workspace's runs.
+/// One run as a pick (and the numbered list) shows it.
+pub fn shown_run(r: &crate::inspect::runs::Session) -> String {
+    format!(
+        "{}  {}  {:<9} {}",
+        r.run_id.as_deref().unwrap_or("?"),
+        crate::text::shown_time(r.started_at.as_deref()),
+        r.status,
+        crate::text::shown_task(r.task.as_deref()),
+    )
+}
+
+/// `resume` with no log: on a terminal, a pick of this workspace's runs
+/// (arrows and Enter; Esc cancels). A terminal that cannot hold the pick
+/// gets the list numbered and a line to answer on.
 fn pick(cwd: Option<&Path>) -> Result<PathBuf, CliError> {
     use std::io::{BufRead, IsTerminal};
     if !std::io::stdin().is_terminal() {
@@ -98,16 +111,23 @@ fn pick(cwd: Option<&Path>) -> Result<PathBuf, CliError> {
             here.display()
         )));
     }
+    let shown: Vec<String> = rows.iter().map(shown_run).collect();
+    match crate::tui::pick::pick("resume which run of this workspace? (newest first)", &shown) {
+        crate::tui::pick::Picked::Chosen(i) => {
+            crate::report::err_line(&format!("resuming {}", shown[i]));
+            return Ok(PathBuf::from(&rows[i].log));
+        }
+        crate::tui::pick::Picked::Cancelled => {
+            return Err(CliError::new(1, "no run picked: nothing was resumed"));
+        }
+        crate::tui::pick::Picked::Failed(e) => {
+            return Err(CliError::new(1, format!("cannot read the terminal: {e}")));
+        }
+        crate::tui::pick::Picked::Unavailable(_) => {}
+    }
     let mut menu = String::from("runs of this workspace, newest first:\n");
-    for (i, r) in rows.iter().enumerate().take(20) {
-        menu.push_str(&format!(
-            "  {:>2}. {}  {}  {:<9} {}\n",
-            i + 1,
-            r.run_id.as_deref().unwrap_or("?"),
-            crate::text::shown_time(r.started_at.as_deref()),
-            r.status,
-            crate::text::shown_task(r.task.as_deref()),
-        ));
+    for (i, r) in shown.iter().enumerate().take(20) {
+        menu.push_str(&format!("  {:>2}. {r}\n", i + 1));
     }
     menu.push_str("resume which? [1] ");
     crate::report::err_text(&menu);

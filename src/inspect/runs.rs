@@ -22,6 +22,8 @@ pub struct Session {
     pub status: String,
     pub steps: u64,
     pub cost_usd: f64,
+    /// False when no price is known: `cost_usd` is then no cost (`$?`).
+    pub cost_known: bool,
     pub workspace: Option<String>,
     pub log: String,
     /// The run's container (container environment) and whether it runs.
@@ -55,6 +57,7 @@ impl Session {
             status: status.to_string(),
             steps: report.steps,
             cost_usd: report.usage.cost_usd,
+            cost_known: report.usage.cost_known,
             workspace: report.workspace.clone(),
             log: log.display().to_string(),
             container: report.container.clone(),
@@ -77,6 +80,7 @@ impl Session {
             status: "unreadable".into(),
             steps: 0,
             cost_usd: 0.0,
+            cost_known: false,
             workspace: None,
             log: log.display().to_string(),
             container: None,

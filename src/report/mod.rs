@@ -158,7 +158,7 @@ impl Output {
     fn result_lines(&self, f: &crate::text::Folded, call_id: &str) -> String {
         let mut out = String::new();
         let mut line_out = |line: &str| {
-            let line = crate::text::cut_chars(line, 160, "…");
+            let line = crate::text::cut_chars(line, crate::text::RESULT_LINE_CHARS, "…");
             let painted = if line.starts_with("@@") {
                 self.paint("36", &line)
             } else if line.starts_with('+') && !line.starts_with("+++") {
@@ -178,7 +178,7 @@ impl Output {
             line_out(&self.paint(
                 "2",
                 &format!(
-                    "… {more} more line{} (/show {call_id} in a chat, or log show --full)",
+                    "… {more} more line{} (Ctrl-O or /show {call_id} in a chat, or log show --full)",
                     if more == 1 { "" } else { "s" }
                 ),
             ));
@@ -453,13 +453,7 @@ impl Output {
                     "✗" => self.paint("31", mark),
                     other => self.paint("33", other),
                 };
-                // A diff is worth more lines than other output.
-                let diff = r.content.lines().any(|l| l.starts_with("@@"));
-                let f = if diff {
-                    crate::text::fold(&r.content, 16, 4)
-                } else {
-                    crate::text::fold(&r.content, 3, 3)
-                };
+                let f = crate::text::fold_result(&r.content);
                 let exit = f
                     .exit_code
                     .map(|c| format!(" · exit {c}"))
@@ -469,7 +463,10 @@ impl Output {
                 if (f.lines <= 1 && f.exit_code.is_none())
                     || (r.name == "update_plan" && !r.is_error)
                 {
-                    self.say(&format!("    {mark} {}", preview(first, 160)));
+                    self.say(&format!(
+                        "    {mark} {}",
+                        preview(first, crate::text::RESULT_LINE_CHARS)
+                    ));
                 } else {
                     self.say(&format!(
                         "    {mark} {} {}{exit} ({} line{}){}",

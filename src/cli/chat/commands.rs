@@ -8,7 +8,7 @@ use crate::agent::{Agent, AgentError};
 use crate::cli::CliError;
 use crate::report::err_line;
 use crate::tui::commands::{self, Command};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// What follows a command.
 pub enum Done {
@@ -16,6 +16,9 @@ pub enum Done {
     Stay,
     /// The chat ends; `Some`: another begins.
     End(Option<Next>),
+    /// `/resume` alone: the person picks one of these runs (shown as the
+    /// text, with its log) to go on in.
+    Pick(Vec<(String, PathBuf)>),
 }
 
 /// The chat that follows one a command ended.
@@ -74,7 +77,14 @@ pub fn run(agent: &mut Agent, line: &str) -> Result<Done, AgentError> {
             }
             Err(e) => err_line(&e.message),
         },
-        Command::Resume(None) => err_line(&runs_here(agent)),
+        Command::Resume(None) => {
+            let runs = runs_here(agent);
+            if runs.is_empty() {
+                err_line("no other run of this workspace to resume");
+            } else {
+                return Ok(Done::Pick(runs));
+            }
+        }
         Command::Resume(Some(pick)) => match pick_run(agent, &pick) {
             Ok(log) => return Ok(Done::End(Some(Next::Resume(log)))),
             Err(e) => err_line(&e.message),
@@ -98,7 +108,7 @@ fn status(agent: &Agent) -> String {
         .map(|r| r.run_id.clone())
         .unwrap_or_default();
     format!(
-        "run {id} · step {}\nmodel {}\nworkspace {}\napprovals {}\nenvironment {}\ntokens {} in{} / {} out\ncost {}\ncontext {} of {} (compacts above)\nlog {}",
+        "run {id} · step {}\nmodel {}\nworkspace {}\napprovals {}\nenvironment {}\ntokens {} in{} / {} out\ncost {}\ncontext {} tokens in the next request, of a {}-token window (compacts above {})\nlog {}",
         agent.state().step,
         s.model,
         s.workspace,
@@ -112,6 +122,7 @@ fn status(agent: &Agent) -> String {
         s.cost_text(),
         s.context,
         s.window,
+        s.compact_at,
         agent.log_path().display()
     )
 }
@@ -142,22 +153,57 @@ fn plan(agent: &Agent) -> String {
     }
 }
 
+/// The log's tool results, oldest first, as `(call id, tool, content)`
+/// for those `keep` wants.
+fn results(
+    agent: &Agent,
+    mut keep: impl FnMut(&crate::event::ToolResult) -> bool,
+) -> Vec<(String, String, String)> {
+    let mut found = Vec::new();
+    let _ = tinyagent_store::wal::reader::scan::<crate::event::Event>(
+        agent.log_path(),
+        None,
+        |frame, _| {
+            if let crate::event::Event::ToolResult(r) = &frame.event
+                && keep(r)
+            {
+                found.push((r.call_id.clone(), r.name.clone(), r.content.clone()));
+            }
+        },
+    );
+    found
+}
+
 /// A call's whole result, from the log.
 fn show(agent: &Agent, call: &str) -> String {
-    let Ok(text) = std::fs::read_to_string(agent.log_path()) else {
-        return "cannot read the log".into();
-    };
-    for line in text.lines() {
-        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
-            continue;
-        };
-        if v["type"] == "tool.result" && v["data"]["call_id"] == call {
-            let content = v["data"]["content"].as_str().unwrap_or("");
-            let name = v["data"]["name"].as_str().unwrap_or("");
-            return format!("{call} ({name}):\n{content}");
+    match results(agent, |r| r.call_id == call).pop() {
+        Some((call, name, content)) => format!("{call} ({name}), whole:\n{content}"),
+        None => {
+            format!("no result of a call {call} in this run (ids are shown after → on each call)")
         }
     }
-    format!("no result of a call {call} in this run (ids are shown after → on each call)")
+}
+
+/// Ctrl-O at the prompt: the whole of the newest result that was shown
+/// folded and that the key has not unfolded yet (`unfolded` holds those it
+/// did; pressed again, it goes one result further back).
+pub fn unfold(agent: &Agent, unfolded: &mut std::collections::HashSet<String>) -> String {
+    let folded = results(agent, |r| {
+        r.name != "update_plan" && crate::text::result_folded(&r.content)
+    });
+    let Some((call, name, content)) = folded
+        .into_iter()
+        .rev()
+        .find(|(call, _, _)| !unfolded.contains(call))
+    else {
+        return if unfolded.is_empty() {
+            "no folded tool result to unfold in this run".into()
+        } else {
+            "no folded tool result left to unfold (/show CALL shows any result again)".into()
+        };
+    };
+    unfolded.insert(call.clone());
+    format!("{call} ({name}), whole:\n{content}")
 }
 
 fn fork(agent: &Agent, step: u64, restore: bool) -> Result<PathBuf, CliError> {
@@ -180,38 +226,40 @@ fn fork(agent: &Agent, step: u64, restore: bool) -> Result<PathBuf, CliError> {
         .ok_or_else(|| CliError::new(1, "the fork made no log"))
 }
 
-/// This workspace's runs, numbered for `/resume N`.
-fn runs_here(agent: &Agent) -> String {
+/// This workspace's other runs, newest first, as a pick shows them.
+fn runs_here(agent: &Agent) -> Vec<(String, PathBuf)> {
     let Ok(home) = crate::launch::parts::home() else {
-        return "no $TINYAGENT_HOME".into();
+        return Vec::new();
     };
-    let rows = crate::inspect::runs::list(&home, Some(agent.workspace()));
-    if rows.is_empty() {
-        return "no runs of this workspace".into();
-    }
+    let here = agent.log_path();
+    crate::inspect::runs::list(&home, Some(agent.workspace()))
+        .iter()
+        .filter(|r| Path::new(&r.log) != here)
+        .map(|r| (crate::cli::runs::shown_run(r), PathBuf::from(&r.log)))
+        .collect()
+}
+
+/// The runs of a pick, numbered for `/resume N` (a terminal that cannot
+/// show the pick).
+pub fn numbered(runs: &[(String, PathBuf)]) -> String {
     let mut out =
         String::from("runs of this workspace (go on in one with /resume N or /resume ID):");
-    for (i, r) in rows.iter().enumerate().take(20) {
-        out.push_str(&format!(
-            "\n  {:>2}. {}  {}  {:<9} {}",
-            i + 1,
-            r.run_id.as_deref().unwrap_or("?"),
-            crate::text::shown_time(r.started_at.as_deref()),
-            r.status,
-            crate::text::shown_task(r.task.as_deref()),
-        ));
+    for (i, (shown, _)) in runs.iter().enumerate().take(20) {
+        out.push_str(&format!("\n  {:>2}. {shown}", i + 1));
     }
     out
 }
 
 fn pick_run(agent: &Agent, pick: &str) -> Result<PathBuf, CliError> {
     let home = crate::launch::parts::home()?;
-    let rows = crate::inspect::runs::list(&home, Some(agent.workspace()));
     let here = agent.log_path();
+    let all = crate::inspect::runs::list(&home, Some(agent.workspace()));
+    // Numbered as the pick and `numbered` show them: this chat left out.
+    let rows: Vec<_> = all.iter().filter(|r| Path::new(&r.log) != here).collect();
     let chosen = match pick.parse::<usize>() {
-        Ok(n) if n >= 1 && n <= rows.len() => Some(&rows[n - 1]),
+        Ok(n) if n >= 1 && n <= rows.len() => Some(rows[n - 1]),
         _ => {
-            let hits: Vec<_> = rows
+            let hits: Vec<_> = all
                 .iter()
                 .filter(|r| r.run_id.as_deref().is_some_and(|id| id.starts_with(pick)))
                 .collect();
