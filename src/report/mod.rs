@@ -427,7 +427,11 @@ impl Output {
                         self.suspend(|| out_line(&shown));
                     }
                 } else if self.streamed {
-                    if !cost.is_empty() {
+                    // Streamed plain, the step was named before its text:
+                    // only its cost follows.
+                    if self.view.is_none() && r.cost_usd > 0.0 {
+                        self.say(&format!("  cost ${:.4}", r.cost_usd));
+                    } else if !cost.is_empty() {
                         self.say(&format!("step {}{cost}", r.step));
                     }
                 } else if !text.is_empty() {

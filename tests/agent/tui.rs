@@ -851,3 +851,43 @@ fn slash_resume_picks_another_run_of_the_workspace() {
     assert_eq!(mock.request_count(), 2);
     mock.assert_no_violations();
 }
+
+/// Text between tool calls is shown whole, streamed or not, and a streamed
+/// step is named once, cost included.
+#[test]
+fn text_between_calls_is_whole_and_each_step_is_named_once() {
+    let long = format!("{} END-OF-TEXT", "word ".repeat(120));
+    for stream in [false, true] {
+        let sb = Sandbox::new();
+        let mock = MockServer::start(vec![
+            MockReply::tool_call("bash", json!({"command": "echo looked"})).with_content(&long),
+            MockReply::text("the answer"),
+        ]);
+        let mut c = sb.run_cmd(&mock.base_url(), "look");
+        c.args(["--price-in", "1", "--price-out", "2"]);
+        if stream {
+            c.arg("--stream");
+        }
+        let out = c.output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(out.status.code(), Some(0), "{err}");
+        assert!(err.contains("END-OF-TEXT"), "stream {stream}: {err}");
+        let headers = err.lines().filter(|l| l.starts_with("step 1")).count();
+        assert_eq!(headers, 1, "stream {stream}: {err}");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "the answer\n");
+        mock.assert_no_violations();
+        // `log show` cuts the long line; `--full` shows it whole.
+        let show = |full: &[&str]| {
+            let o = Command::new(bin())
+                .args(["log", "show"])
+                .arg(sb.wal())
+                .args(full)
+                .output()
+                .unwrap();
+            assert_eq!(o.status.code(), Some(0));
+            String::from_utf8_lossy(&o.stdout).to_string()
+        };
+        assert!(!show(&[]).contains("END-OF-TEXT"));
+        assert!(show(&["--full"]).contains(&long));
+    }
+}
