@@ -543,10 +543,13 @@ fn a_whole_session_reads_as_the_transcript_shows() {
         MockReply::text("Done: the README now says what the project is.\n\n- **README.md**: one line of description"),
         MockReply::tool_call("bash", json!({"command": "cargo test --quiet 2>&1 | tail -3"}))
             .with_ids(&["call_b1"]),
-        MockReply::text("The tests pass."),
+        MockReply::text("Not run, as you asked: say when."),
+        MockReply::tool_call("bash", json!({"command": "seq 1 12"})).with_ids(&["call_b2"]),
+        MockReply::text("Twelve lines, as asked."),
         MockReply::text("Back to how it was after step 2."),
     ]);
     let mut s = Screen::spawn(&chat(&sb, &mock.base_url(), ""));
+    let status = status_line(&s);
     s.wait_prompt("you>");
     s.line("/help");
     s.wait_for("/rewind STEP");
@@ -559,10 +562,19 @@ fn a_whole_session_reads_as_the_transcript_shows() {
     s.line("run the tests");
     s.wait_for("approve this bash (call_b1)");
     s.line("n not now");
-    s.wait_for("The tests pass.");
+    s.wait_for("Not run, as you asked");
     s.wait_prompt("you>");
     s.line("/cost");
     s.wait_for("price of this model is unknown");
+    s.wait_prompt("you>");
+    s.line("count to twelve");
+    s.wait_for("approve this bash (call_b2)");
+    s.line("y");
+    s.wait_for("Twelve lines, as asked.");
+    s.wait_prompt("you>");
+    // Folded to its ends; Ctrl-O shows it whole.
+    s.send("\x0f");
+    s.wait_for("call_b2 (bash), whole:");
     s.wait_prompt("you>");
     s.line("/diff");
     s.wait_for("+A greeter for the command line.");
@@ -582,7 +594,11 @@ fn a_whole_session_reads_as_the_transcript_shows() {
     );
     if let Some(out) = std::env::var_os("TINYAGENT_TRANSCRIPT") {
         let tmp = sb.dir.path().display().to_string();
-        std::fs::write(out, s.history().replace(&tmp, "/tmp/demo")).unwrap();
+        std::fs::write(&out, s.history().replace(&tmp, "/tmp/demo")).unwrap();
+        // The status line under the first prompt (gone from the scrollback).
+        let mut status_file = out;
+        status_file.push(".status");
+        std::fs::write(status_file, status.replace(&tmp, "/tmp/demo")).unwrap();
     }
     mock.assert_no_violations();
 }
