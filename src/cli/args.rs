@@ -199,7 +199,8 @@ pub enum LogCommand {
     Show {
         /// The log: its path, its run id (or a unique start of one), or --last.
         wal: PathBuf,
-        /// Tool results whole, not folded to their first and last lines.
+        /// Everything whole: tool results not folded to their first and last
+        /// lines, no text or argument cut.
         #[arg(long)]
         full: bool,
     },

@@ -8,14 +8,17 @@ use super::args::{Cli, Command, LogCommand};
 use std::path::{Path, PathBuf};
 
 /// What `--last` becomes on the command line of the commands that take a
-/// log as an argument (`log …`, `fork`, `approve`, `chat --resume`).
+/// log as an argument (`log …`, `fork`, `approve`, `restore`, `chat
+/// --resume`).
 pub const LAST: &str = "last";
 
 /// `--last` where a log goes, as [`LAST`]: `tinyagent log show --last`.
 pub fn spell_last(args: &mut [std::ffi::OsString]) {
-    let takes_log = args
-        .get(1)
-        .is_some_and(|a| ["log", "fork", "approve", "chat"].iter().any(|c| a == c));
+    let takes_log = args.get(1).is_some_and(|a| {
+        ["log", "fork", "approve", "restore", "chat"]
+            .iter()
+            .any(|c| a == c)
+    });
     if !takes_log {
         return;
     }
@@ -45,6 +48,7 @@ pub fn resolve(cli: &mut Cli) -> Result<(), CliError> {
         }
         Command::Approve(a) => a.wal = log(&a.wal, None)?,
         Command::Fork(a) => a.wal = log(&a.wal, None)?,
+        Command::Restore(a) => a.wal = log(&a.wal, a.cwd.as_deref())?,
         Command::Log(cmd) => match cmd {
             LogCommand::Inspect { wal, .. }
             | LogCommand::Verify { wal }

@@ -389,6 +389,18 @@ fn rewind_forks_restores_the_files_and_goes_on_in_the_fork() {
     assert!(!sb.ws().join("b.txt").exists(), "{text}");
     // The fork waits for the person: nothing was asked of the model.
     assert_eq!(mock.request_count(), 4);
+    // Its restore can be undone, the fork named by --last (the newest run
+    // of this workspace).
+    let out = Command::new(bin())
+        .args(["restore", "--undo", "--last", "--dry-run"])
+        .current_dir(sb.ws())
+        .env("TINYAGENT_HOME", sb.home())
+        .output()
+        .unwrap();
+    let said =
+        String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert!(sb.ws().join("a.txt").exists() && !sb.ws().join("b.txt").exists());
     s.line("go on");
     s.wait_for("back at step 2");
     s.wait_prompt("you>");
@@ -454,9 +466,15 @@ fn runs_are_named_by_id_prefix_or_last_everywhere() {
     assert!(inspect.contains(&id), "{inspect}");
     let (code, _, err) = tiny(&["log", "verify", &id]);
     assert_eq!(code, Some(0), "{err}");
-    let (code, _, err) = tiny(&["log", "show", "zzz-no-such-run"]);
-    assert_eq!(code, Some(2));
-    assert!(err.contains("no run id starts with it"), "{err}");
+    for args in [
+        &["log", "show", "zzz-no-such-run"][..],
+        &["restore", "--undo", "zzz-no-such-run"],
+        &["fork", "zzz-no-such-run", "--at", "1"],
+    ] {
+        let (code, _, err) = tiny(args);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(err.contains("no run id starts with it"), "{args:?}: {err}");
+    }
     // A run whose server is not there: failed before its first response.
     let mut c = sb.run_cmd_wal(
         "http://127.0.0.1:9/v1",
