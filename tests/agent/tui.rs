@@ -806,6 +806,7 @@ fn slash_resume_picks_another_run_of_the_workspace() {
     let sb = Sandbox::new();
     let mock = MockServer::start(vec![
         MockReply::text("answer in the first chat"),
+        MockReply::text("the headless run's answer"),
         MockReply::text("answer in the second chat"),
     ]);
     let chat_on = |wal: &std::path::Path| {
@@ -842,6 +843,17 @@ fn slash_resume_picks_another_run_of_the_workspace() {
         .as_str()
         .unwrap()
         .to_string();
+    // A headless run of the same workspace, finished.
+    let three = sb.path("three.wal");
+    let out = sb
+        .run_cmd_wal(&mock.base_url(), "a headless task", "", &three)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let headless_id = contract::read_checked(&three)[0].data["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
 
     let mut s = Screen::spawn(&chat_on(&two));
     s.wait_prompt("you>");
@@ -855,10 +867,15 @@ fn slash_resume_picks_another_run_of_the_workspace() {
         .iter()
         .filter(|r| r.starts_with("› ") || r.starts_with("  r"))
         .collect();
-    // Only the other chat: this one is not offered.
-    assert_eq!(listed.len(), 1, "{}", s.contents());
+    // The other two runs, newest first: this chat is not offered.
+    assert_eq!(listed.len(), 2, "{}", s.contents());
     assert!(
-        listed[0].starts_with(&format!("› {first_id}")),
+        listed[0].starts_with(&format!("› {headless_id}")) && listed[0].contains("completed"),
+        "{}",
+        s.contents()
+    );
+    assert!(
+        listed[1].starts_with(&format!("  {first_id}")),
         "{}",
         s.contents()
     );
@@ -866,10 +883,31 @@ fn slash_resume_picks_another_run_of_the_workspace() {
     s.send("\x1b");
     s.wait_for("no run picked: this chat goes on");
     s.wait_prompt("you>");
+    // A finished run that was not a chat takes `resume --message`: this
+    // chat goes on.
     s.line("/resume");
-    s.wait_count("resume which run of this workspace?", 1);
     s.wait_until("the pick again", |_| {
-        s.rows().iter().any(|r| r.starts_with("› "))
+        s.rows()
+            .iter()
+            .any(|r| r.starts_with(&format!("› {headless_id}")))
+    });
+    s.send("\r");
+    s.wait_for(&format!(
+        "finished (completed); continue it with: tinyagent resume {headless_id} --message"
+    ));
+    s.wait_prompt("you>");
+    // Down to the first chat, and Enter.
+    s.line("/resume");
+    s.wait_until("the pick again", |_| {
+        s.rows()
+            .iter()
+            .any(|r| r.starts_with(&format!("› {headless_id}")))
+    });
+    s.send("\x1b[B");
+    s.wait_until("the choice on the first chat", |_| {
+        s.rows()
+            .iter()
+            .any(|r| r.starts_with(&format!("› {first_id}")))
     });
     s.send("\r");
     s.wait_for(&format!("resuming {first_id}"));
@@ -882,7 +920,7 @@ fn slash_resume_picks_another_run_of_the_workspace() {
     s.send("\x04");
     let text = s.wait_for(&format!("tinyagent chat --resume {first_id}"));
     assert_eq!(s.exit_code(), Some(0), "{text}");
-    assert_eq!(mock.request_count(), 2);
+    assert_eq!(mock.request_count(), 3);
     mock.assert_no_violations();
 }
 

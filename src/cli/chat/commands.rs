@@ -16,9 +16,34 @@ pub enum Done {
     Stay,
     /// The chat ends; `Some`: another begins.
     End(Option<Next>),
-    /// `/resume` alone: the person picks one of these runs (shown as the
-    /// text, with its log) to go on in.
-    Pick(Vec<(String, PathBuf)>),
+    /// `/resume` alone: the person picks one of these runs to go on in.
+    Pick(Vec<Pickable>),
+}
+
+/// A run `/resume` offers.
+pub struct Pickable {
+    /// The run as the pick shows it.
+    pub shown: String,
+    pub log: PathBuf,
+    /// Why this chat cannot go on in it, when it cannot.
+    pub refused: Option<String>,
+}
+
+/// Why a chat cannot go on in `run`: it is live in another process, or
+/// it is a finished run that was not a chat (that takes `resume
+/// --message`).
+fn refusal(run: &crate::inspect::runs::Session) -> Option<String> {
+    let id = run.run_id.as_deref().unwrap_or("?");
+    let chat = run.task.as_deref() == Some("");
+    match run.status.as_str() {
+        "running" => Some(format!("run {id} is live in another process")),
+        "unreadable" => Some(format!("{}: unreadable", run.log)),
+        "stopped" => None,
+        _ if chat => None,
+        status => Some(format!(
+            "run {id} finished ({status}); continue it with: tinyagent resume {id} --message \"…\""
+        )),
+    }
 }
 
 /// The chat that follows one a command ended.
@@ -227,7 +252,7 @@ fn fork(agent: &Agent, step: u64, restore: bool) -> Result<PathBuf, CliError> {
 }
 
 /// This workspace's other runs, newest first, as a pick shows them.
-fn runs_here(agent: &Agent) -> Vec<(String, PathBuf)> {
+fn runs_here(agent: &Agent) -> Vec<Pickable> {
     let Ok(home) = crate::launch::parts::home() else {
         return Vec::new();
     };
@@ -235,17 +260,21 @@ fn runs_here(agent: &Agent) -> Vec<(String, PathBuf)> {
     crate::inspect::runs::list(&home, Some(agent.workspace()))
         .iter()
         .filter(|r| Path::new(&r.log) != here)
-        .map(|r| (crate::cli::runs::shown_run(r), PathBuf::from(&r.log)))
+        .map(|r| Pickable {
+            shown: crate::cli::runs::shown_run(r),
+            log: PathBuf::from(&r.log),
+            refused: refusal(r),
+        })
         .collect()
 }
 
 /// The runs of a pick, numbered for `/resume N` (a terminal that cannot
 /// show the pick).
-pub fn numbered(runs: &[(String, PathBuf)]) -> String {
+pub fn numbered(runs: &[Pickable]) -> String {
     let mut out =
         String::from("runs of this workspace (go on in one with /resume N or /resume ID):");
-    for (i, (shown, _)) in runs.iter().enumerate().take(20) {
-        out.push_str(&format!("\n  {:>2}. {shown}", i + 1));
+    for (i, run) in runs.iter().enumerate().take(20) {
+        out.push_str(&format!("\n  {:>2}. {}", i + 1, run.shown));
     }
     out
 }
@@ -280,6 +309,9 @@ fn pick_run(agent: &Agent, pick: &str) -> Result<PathBuf, CliError> {
     let log = PathBuf::from(&row.log);
     if log == here {
         return Err(CliError::refused("that is this chat"));
+    }
+    if let Some(why) = refusal(row) {
+        return Err(CliError::refused(why));
     }
     Ok(log)
 }

@@ -335,7 +335,7 @@ pub async fn converse(agent: &mut Agent) -> Result<RunStatus, AgentError> {
                             return agent.end_chat();
                         }
                         commands::Done::Pick(runs) => {
-                            let rows = runs.iter().map(|(shown, _)| shown.clone()).collect();
+                            let rows = runs.iter().map(|r| r.shown.clone()).collect();
                             let title = "resume which run of this workspace? (newest first)";
                             match editor.pick(title.into(), rows).await {
                                 Err(sig) => {
@@ -344,8 +344,15 @@ pub async fn converse(agent: &mut Agent) -> Result<RunStatus, AgentError> {
                                     return agent.stop_at_prompt(sig);
                                 }
                                 Ok(Ok(Some(i))) => {
-                                    crate::report::err_line(&format!("resuming {}", runs[i].0));
-                                    set_next(Some(commands::Next::Resume(runs[i].1.clone())));
+                                    let run = &runs[i];
+                                    if let Some(why) = &run.refused {
+                                        crate::report::err_line(&format!(
+                                            "{why}; this chat goes on"
+                                        ));
+                                        continue;
+                                    }
+                                    crate::report::err_line(&format!("resuming {}", run.shown));
+                                    set_next(Some(commands::Next::Resume(run.log.clone())));
                                     return agent.end_chat();
                                 }
                                 Ok(Ok(None)) => {
