@@ -148,6 +148,18 @@ pub fn help() -> String {
     out
 }
 
+/// What `chat --help` (and its part of the manual page) says after the
+/// options: the commands and the keys.
+pub fn chat_help() -> String {
+    let mut out = String::from(
+        "Examples:\n  tinyagent                       a chat (on a terminal)\n  \
+         tinyagent \"fix the bug\"         a chat that starts with that message\n  \
+         tinyagent chat --resume --last  back to the newest run of this directory\n\n",
+    );
+    out.push_str(&help().replace("commands (Tab completes):", "Commands (Tab completes):"));
+    out.replace("\nkeys:", "\nKeys:")
+}
+
 /// Reads a line that starts with `/`; the error is what to tell the
 /// person (nothing is done then).
 pub fn parse(line: &str) -> Result<Command, String> {
