@@ -82,15 +82,33 @@ fn log(given: &Path, cwd: Option<&Path>) -> Result<PathBuf, CliError> {
     crate::inspect::runs::by_id(&crate::launch::parts::home()?, text).map_err(CliError::refused)
 }
 
-/// One run as a pick (and the numbered list) shows it.
+/// One run as a pick (and the numbered list) shows it: a chat by its
+/// first message, when its log says it early.
 pub fn shown_run(r: &crate::inspect::runs::Session) -> String {
+    let task = match (r.task.as_deref(), first_message(Path::new(&r.log))) {
+        (Some(""), Some(m)) => format!("(chat) {}", crate::text::first_line(&m, 60)),
+        (task, _) => crate::text::shown_task(task),
+    };
     format!(
-        "{}  {}  {:<9} {}",
+        "{}  {}  {:<9} {task}",
         r.run_id.as_deref().unwrap_or("?"),
         crate::text::shown_time(r.started_at.as_deref()),
         r.status,
-        crate::text::shown_task(r.task.as_deref()),
     )
+}
+
+/// The first `user.message` of a log, looked for in its first records
+/// only (a chat's first message follows its `run.started`).
+fn first_message(log: &Path) -> Option<String> {
+    use std::io::{BufRead, Read};
+    let file = std::fs::File::open(log).ok()?;
+    std::io::BufReader::new(file.take(256 * 1024))
+        .lines()
+        .take(8)
+        .map_while(Result::ok)
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(&line).ok())
+        .find(|v| v["type"] == "user.message")
+        .and_then(|v| v["data"]["content"].as_str().map(str::to_string))
 }
 
 /// `resume` with no log: on a terminal, a pick of this workspace's runs

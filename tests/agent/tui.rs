@@ -874,8 +874,10 @@ fn slash_resume_picks_another_run_of_the_workspace() {
         "{}",
         s.contents()
     );
+    // A chat is shown by its first message.
     assert!(
-        listed[1].starts_with(&format!("  {first_id}")),
+        listed[1].starts_with(&format!("  {first_id}"))
+            && listed[1].ends_with("(chat) the first chat"),
         "{}",
         s.contents()
     );
