@@ -69,10 +69,13 @@ fn start_once(dir: &std::path::Path, n: u64) -> Duration {
             rest = &rest[at + 4..];
         }
         parser.process(rest);
+        // The prompt's status line (it starts with the model's name), not
+        // the run's first line, which names the approvals and environment
+        // too.
         if parser
             .screen()
-            .contents()
-            .contains("approvals mutating · env local")
+            .rows(0, 120)
+            .any(|row| row.starts_with("bench · ") && row.contains(" · context "))
         {
             break began.elapsed();
         }

@@ -127,6 +127,29 @@ pub fn fold(content: &str, head: usize, tail: usize) -> Folded<'_> {
     }
 }
 
+/// Characters of one result line the live output shows (the rest is cut).
+pub const RESULT_LINE_CHARS: usize = 160;
+
+/// A tool result folded as the live output (a run's, a chat's) shows it:
+/// its first and last three lines, or, for a diff, which is worth more,
+/// its first sixteen and last four.
+pub fn fold_result(content: &str) -> Folded<'_> {
+    if content.lines().any(|l| l.starts_with("@@")) {
+        fold(content, 16, 4)
+    } else {
+        fold(content, 3, 3)
+    }
+}
+
+/// Whether the live output showed less than all of a result: lines left
+/// out, or a line cut at [`RESULT_LINE_CHARS`].
+pub fn result_folded(content: &str) -> bool {
+    fold_result(content).hidden > 0
+        || content
+            .lines()
+            .any(|l| l.chars().count() > RESULT_LINE_CHARS)
+}
+
 #[cfg(test)]
 mod fold_tests {
     use super::fold;
@@ -145,5 +168,14 @@ mod fold_tests {
             (short.head, short.hidden, short.exit_code),
             (vec!["a", "b"], 0, Some("0"))
         );
+        assert!(super::result_folded(&out));
+        assert!(!super::result_folded("a\nb\n[exit code: 0]"));
+        assert!(super::result_folded(&"x".repeat(161)));
+        // A diff keeps twenty lines.
+        let diff: String = std::iter::once("@@ -1 +1 @@\n".to_string())
+            .chain((1..=20).map(|i| format!("+{i}\n")))
+            .collect();
+        assert!(!super::result_folded(&diff));
+        assert!(super::result_folded(&format!("{diff}+21\n+22\n")));
     }
 }

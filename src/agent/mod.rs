@@ -710,6 +710,14 @@ impl Agent {
         Ok(())
     }
 
+    /// The size in tokens of the next step's request as compaction counts
+    /// it ([`Agent::context_tokens`]): what the status line shows against
+    /// the compaction threshold.
+    pub fn next_context_tokens(&self) -> u64 {
+        let (_, body) = self.step_request(self.state().step + 1);
+        self.context_tokens(&body)
+    }
+
     /// Time spent waiting for the person (a chat's prompt): not the agent's
     /// own overhead.
     pub fn add_waiting(&mut self, d: std::time::Duration) {

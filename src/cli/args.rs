@@ -74,6 +74,7 @@ pub enum Command {
     Resume(ResumeArgs),
     /// An interactive session on a terminal: type a message, the agent
     /// works, then waits for the next (Ctrl-C stops a turn, Ctrl-D ends).
+    #[command(after_help = crate::tui::commands::chat_help())]
     Chat(ChatArgs),
     /// Answer a run's approval question from another process (allow, or
     /// --deny); the run itself records the answer.
@@ -117,6 +118,7 @@ const RUN_EXAMPLES: &str = "Examples:
 The log path is printed on stderr; after a crash or Ctrl-C, `tinyagent resume <log>` continues.";
 
 const RESUME_EXAMPLES: &str = "Examples:
+  tinyagent resume                                on a terminal: pick one of this directory's runs
   tinyagent resume --last                         the newest run of this directory
   tinyagent resume ~/.local/state/tinyagent/runs/r20261201-abcd.wal
   tinyagent resume run.wal --max-steps 80         raise a limit that stopped the run
@@ -199,7 +201,8 @@ pub enum LogCommand {
     Show {
         /// The log: its path, its run id (or a unique start of one), or --last.
         wal: PathBuf,
-        /// Tool results whole, not folded to their first and last lines.
+        /// Everything whole: tool results not folded to their first and last
+        /// lines, no text or argument cut.
         #[arg(long)]
         full: bool,
     },

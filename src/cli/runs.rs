@@ -8,14 +8,17 @@ use super::args::{Cli, Command, LogCommand};
 use std::path::{Path, PathBuf};
 
 /// What `--last` becomes on the command line of the commands that take a
-/// log as an argument (`log …`, `fork`, `approve`, `chat --resume`).
+/// log as an argument (`log …`, `fork`, `approve`, `restore`, `chat
+/// --resume`).
 pub const LAST: &str = "last";
 
 /// `--last` where a log goes, as [`LAST`]: `tinyagent log show --last`.
 pub fn spell_last(args: &mut [std::ffi::OsString]) {
-    let takes_log = args
-        .get(1)
-        .is_some_and(|a| ["log", "fork", "approve", "chat"].iter().any(|c| a == c));
+    let takes_log = args.get(1).is_some_and(|a| {
+        ["log", "fork", "approve", "restore", "chat"]
+            .iter()
+            .any(|c| a == c)
+    });
     if !takes_log {
         return;
     }
@@ -45,6 +48,7 @@ pub fn resolve(cli: &mut Cli) -> Result<(), CliError> {
         }
         Command::Approve(a) => a.wal = log(&a.wal, None)?,
         Command::Fork(a) => a.wal = log(&a.wal, None)?,
+        Command::Restore(a) => a.wal = log(&a.wal, a.cwd.as_deref())?,
         Command::Log(cmd) => match cmd {
             LogCommand::Inspect { wal, .. }
             | LogCommand::Verify { wal }
@@ -78,7 +82,38 @@ fn log(given: &Path, cwd: Option<&Path>) -> Result<PathBuf, CliError> {
     crate::inspect::runs::by_id(&crate::launch::parts::home()?, text).map_err(CliError::refused)
 }
 
-/// `resume` with no log: on a terminal, a pick of this workspace's runs.
+/// One run as a pick (and the numbered list) shows it: a chat by its
+/// first message, when its log says it early.
+pub fn shown_run(r: &crate::inspect::runs::Session) -> String {
+    let task = match (r.task.as_deref(), first_message(Path::new(&r.log))) {
+        (Some(""), Some(m)) => format!("(chat) {}", crate::text::first_line(&m, 60)),
+        (task, _) => crate::text::shown_task(task),
+    };
+    format!(
+        "{}  {}  {:<9} {task}",
+        r.run_id.as_deref().unwrap_or("?"),
+        crate::text::shown_time(r.started_at.as_deref()),
+        r.status,
+    )
+}
+
+/// The first `user.message` of a log, looked for in its first records
+/// only (a chat's first message follows its `run.started`).
+fn first_message(log: &Path) -> Option<String> {
+    use std::io::{BufRead, Read};
+    let file = std::fs::File::open(log).ok()?;
+    std::io::BufReader::new(file.take(256 * 1024))
+        .lines()
+        .take(8)
+        .map_while(Result::ok)
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(&line).ok())
+        .find(|v| v["type"] == "user.message")
+        .and_then(|v| v["data"]["content"].as_str().map(str::to_string))
+}
+
+/// `resume` with no log: on a terminal, a pick of this workspace's runs
+/// (arrows and Enter; Esc cancels). A terminal that cannot hold the pick
+/// gets the list numbered and a line to answer on.
 fn pick(cwd: Option<&Path>) -> Result<PathBuf, CliError> {
     use std::io::{BufRead, IsTerminal};
     if !std::io::stdin().is_terminal() {
@@ -98,16 +133,23 @@ fn pick(cwd: Option<&Path>) -> Result<PathBuf, CliError> {
             here.display()
         )));
     }
+    let shown: Vec<String> = rows.iter().map(shown_run).collect();
+    match crate::tui::pick::pick("resume which run of this workspace? (newest first)", &shown) {
+        crate::tui::pick::Picked::Chosen(i) => {
+            crate::report::err_line(&format!("resuming {}", shown[i]));
+            return Ok(PathBuf::from(&rows[i].log));
+        }
+        crate::tui::pick::Picked::Cancelled => {
+            return Err(CliError::new(1, "no run picked: nothing was resumed"));
+        }
+        crate::tui::pick::Picked::Failed(e) => {
+            return Err(CliError::new(1, format!("cannot read the terminal: {e}")));
+        }
+        crate::tui::pick::Picked::Unavailable(_) => {}
+    }
     let mut menu = String::from("runs of this workspace, newest first:\n");
-    for (i, r) in rows.iter().enumerate().take(20) {
-        menu.push_str(&format!(
-            "  {:>2}. {}  {}  {:<9} {}\n",
-            i + 1,
-            r.run_id.as_deref().unwrap_or("?"),
-            crate::text::shown_time(r.started_at.as_deref()),
-            r.status,
-            crate::text::shown_task(r.task.as_deref()),
-        ));
+    for (i, r) in shown.iter().enumerate().take(20) {
+        menu.push_str(&format!("  {:>2}. {r}\n", i + 1));
     }
     menu.push_str("resume which? [1] ");
     crate::report::err_text(&menu);

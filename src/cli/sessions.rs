@@ -41,11 +41,15 @@ pub fn sessions(all: bool, json: bool, out: &mut dyn Write) -> Result<i32, CliEr
         );
         writeln!(
             out,
-            "{:<22} {when}  {:<11} {:>4} steps  ${:.4}  {task}",
+            "{:<22} {when}  {:<11} {:>4} steps  {:>7}  {task}",
             s.run_id.as_deref().unwrap_or("?"),
             s.status,
             s.steps,
-            s.cost_usd
+            if s.cost_known {
+                format!("${:.4}", s.cost_usd)
+            } else {
+                "$?".to_string()
+            }
         )
         .map_err(io)?;
         let mut place = match (&s.error, all, &s.workspace) {

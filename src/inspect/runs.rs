@@ -22,6 +22,8 @@ pub struct Session {
     pub status: String,
     pub steps: u64,
     pub cost_usd: f64,
+    /// False when no price is known: `cost_usd` is then no cost (`$?`).
+    pub cost_known: bool,
     pub workspace: Option<String>,
     pub log: String,
     /// The run's container (container environment) and whether it runs.
@@ -37,6 +39,9 @@ pub struct Session {
     /// A run that ended in an error before its first model response: why.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failed_to_start: Option<String>,
+    /// A fork (newer than a run that started at the same time).
+    #[serde(skip)]
+    forked: bool,
 }
 
 impl Session {
@@ -48,18 +53,28 @@ impl Session {
         } else {
             report.status
         };
+        // A fork's first record keeps its original's time; the fork itself
+        // started when it was made, which its run id says.
+        // (Made within the second its original started, it keeps the
+        // original's time and sorts after it: see `list`.)
+        let started_at = match (&report.forked_from, &report.run_id) {
+            (Some(_), Some(id)) => made_at(id).max(report.started_at.clone()),
+            _ => report.started_at.clone(),
+        };
         Session {
             run_id: report.run_id.clone(),
-            started_at: report.started_at.clone(),
+            started_at,
             task: report.task.clone(),
             status: status.to_string(),
             steps: report.steps,
             cost_usd: report.usage.cost_usd,
+            cost_known: report.usage.cost_known,
             workspace: report.workspace.clone(),
             log: log.display().to_string(),
             container: report.container.clone(),
             error: None,
             waiting: report.waiting.clone(),
+            forked: report.forked_from.is_some(),
             failed_to_start: (report.status == "error" && report.steps == 0).then(|| {
                 report
                     .reason
@@ -77,14 +92,35 @@ impl Session {
             status: "unreadable".into(),
             steps: 0,
             cost_usd: 0.0,
+            cost_known: false,
             workspace: None,
             log: log.display().to_string(),
             container: None,
             error: Some(why),
             waiting: None,
             failed_to_start: None,
+            forked: false,
         }
     }
+}
+
+/// When a run was made, from its id (`r20261207034408-8bd9`, UTC to the
+/// second, as `launch::new` makes them), in the records' time format.
+fn made_at(run_id: &str) -> Option<String> {
+    let digits = run_id.strip_prefix('r')?.split('-').next()?;
+    if digits.len() != 14 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let d = |a: usize, b: usize| &digits[a..b];
+    Some(format!(
+        "{}-{}-{}T{}:{}:{}.000Z",
+        d(0, 4),
+        d(4, 6),
+        d(6, 8),
+        d(8, 10),
+        d(10, 12),
+        d(12, 14)
+    ))
 }
 
 /// Fills in whether each run's container runs: one question to each
@@ -152,10 +188,15 @@ pub fn list(home: &Path, workspace: Option<&Path>) -> Vec<Session> {
         })
         .collect();
     container_states(&mut rows);
-    // Newest first: the start time, then the log's name (run ids sort by
+    // Newest first: the start time (a fork's: when it was made), a fork
+    // before a run of the same time, then the log's name (run ids sort by
     // time too).
     rows.sort_by(|a, b| {
-        (b.started_at.as_deref(), b.log.as_str()).cmp(&(a.started_at.as_deref(), a.log.as_str()))
+        (b.started_at.as_deref(), b.forked, b.log.as_str()).cmp(&(
+            a.started_at.as_deref(),
+            a.forked,
+            a.log.as_str(),
+        ))
     });
     rows
 }
@@ -247,4 +288,17 @@ pub fn last(home: &Path, workspace: &Path) -> Result<PathBuf, String> {
                 home.join("runs").display()
             )
         })
+}
+
+#[cfg(test)]
+mod made_at_tests {
+    #[test]
+    fn a_run_id_names_when_the_run_was_made() {
+        assert_eq!(
+            super::made_at("r20261207034408-8bd9").as_deref(),
+            Some("2026-12-07T03:44:08.000Z")
+        );
+        assert_eq!(super::made_at("imported-run"), None);
+        assert_eq!(super::made_at("r2026-1"), None);
+    }
 }

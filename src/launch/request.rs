@@ -316,7 +316,8 @@ pub struct ForkArgs {
 /// `tinyagent restore --undo <WAL>`.
 #[derive(Debug, Args, Clone)]
 pub struct RestoreArgs {
-    /// The log of a fork made with --restore.
+    /// The log of a fork made with --restore: its path, its run id (or a
+    /// unique start of one), or --last.
     pub wal: PathBuf,
     /// Put the paths the fork's restore changed back as they were before
     /// it, where they still hold what the restore wrote; the undo is

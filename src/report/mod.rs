@@ -177,7 +177,7 @@ impl Output {
     fn result_lines(&self, f: &crate::text::Folded, call_id: &str) -> String {
         let mut out = String::new();
         let mut line_out = |line: &str| {
-            let line = crate::text::cut_chars(line, 160, "…");
+            let line = crate::text::cut_chars(line, crate::text::RESULT_LINE_CHARS, "…");
             let painted = if line.starts_with("@@") {
                 self.paint("36", &line)
             } else if line.starts_with('+') && !line.starts_with("+++") {
@@ -197,7 +197,7 @@ impl Output {
             line_out(&self.paint(
                 "2",
                 &format!(
-                    "… {more} more line{} (/show {call_id} in a chat, or log show --full)",
+                    "… {more} more line{} (Ctrl-O or /show {call_id} in a chat, or log show --full)",
                     if more == 1 { "" } else { "s" }
                 ),
             ));
@@ -451,7 +451,11 @@ impl Output {
                         self.suspend(|| out_line(&shown));
                     }
                 } else if self.streamed {
-                    if !cost.is_empty() {
+                    // Streamed plain, the step was named before its text:
+                    // only its cost follows.
+                    if self.view.is_none() && r.cost_usd > 0.0 {
+                        self.say(&format!("  cost ${:.4}", r.cost_usd));
+                    } else if !cost.is_empty() {
                         self.say(&format!("step {}{cost}", r.step));
                     }
                 } else if !text.is_empty() {
@@ -477,13 +481,7 @@ impl Output {
                     "✗" => self.paint("31", mark),
                     other => self.paint("33", other),
                 };
-                // A diff is worth more lines than other output.
-                let diff = r.content.lines().any(|l| l.starts_with("@@"));
-                let f = if diff {
-                    crate::text::fold(&r.content, 16, 4)
-                } else {
-                    crate::text::fold(&r.content, 3, 3)
-                };
+                let f = crate::text::fold_result(&r.content);
                 let exit = f
                     .exit_code
                     .map(|c| format!(" · exit {c}"))
@@ -493,7 +491,10 @@ impl Output {
                 if (f.lines <= 1 && f.exit_code.is_none())
                     || (r.name == "update_plan" && !r.is_error)
                 {
-                    self.say(&format!("    {mark} {}", preview(first, 160)));
+                    self.say(&format!(
+                        "    {mark} {}",
+                        preview(first, crate::text::RESULT_LINE_CHARS)
+                    ));
                 } else {
                     self.say(&format!(
                         "    {mark} {} {}{exit} ({} line{}){}",

@@ -64,7 +64,8 @@ pub const COMMANDS: &[Spec] = &[
     Spec {
         name: "resume",
         arg: "[RUN]",
-        help: "the runs of this workspace; with a number or id, go on in that one",
+        help: "pick a run of this workspace (arrows, Enter; Esc cancels) and go on in it; \
+               or name it: /resume ID",
     },
     Spec {
         name: "new",
@@ -74,13 +75,29 @@ pub const COMMANDS: &[Spec] = &[
     Spec {
         name: "show",
         arg: "CALL",
-        help: "a tool call's whole result",
+        help: "a tool call's whole result (Ctrl-O: the newest folded one)",
     },
     Spec {
         name: "exit",
         arg: "",
         help: "end the chat (as Ctrl-D)",
     },
+];
+
+/// The prompt's keys, as `/help` lists them.
+pub const KEYS: &[(&str, &str)] = &[
+    (
+        "Enter",
+        "send; a line ending in \\ (or Alt-Enter, Ctrl-J) goes on on the next",
+    ),
+    ("Up/Down", "earlier messages"),
+    ("Tab", "complete a command"),
+    (
+        "Ctrl-O",
+        "unfold the newest folded tool result (again: the one before)",
+    ),
+    ("Ctrl-C", "clear the line, or stop a turn"),
+    ("Ctrl-D", "end the chat"),
 ];
 
 /// A command line, read.
@@ -124,12 +141,23 @@ pub fn help() -> String {
         };
         out.push_str(&format!("\n  {head:<18} {}", c.help));
     }
-    out.push_str(
-        "\nEnter sends; a line ending in \\ (or Alt-Enter, Ctrl-J) goes on on the next; \
-         Up/Down recall earlier messages; Ctrl-C clears the line or stops a turn; \
-         Ctrl-D ends the chat",
-    );
+    out.push_str("\nkeys:");
+    for (key, what) in KEYS {
+        out.push_str(&format!("\n  {key:<18} {what}"));
+    }
     out
+}
+
+/// What `chat --help` (and its part of the manual page) says after the
+/// options: the commands and the keys.
+pub fn chat_help() -> String {
+    let mut out = String::from(
+        "Examples:\n  tinyagent                       a chat (on a terminal)\n  \
+         tinyagent \"fix the bug\"         a chat that starts with that message\n  \
+         tinyagent chat --resume --last  back to the newest run of this directory\n\n",
+    );
+    out.push_str(&help().replace("commands (Tab completes):", "Commands (Tab completes):"));
+    out.replace("\nkeys:", "\nKeys:")
 }
 
 /// Reads a line that starts with `/`; the error is what to tell the

@@ -7,6 +7,7 @@
 //! - [`commands`]: the slash commands' table and reader.
 //! - [`prompt`]: the inline viewport that asks for one message.
 //! - [`status`]: the status line.
+//! - [`pick`]: a pick from a list (`/resume`, `tinyagent resume`).
 //! - [`markdown`]: model text rendered for a terminal.
 //! - [`history`]: the input history's file.
 //! - [`replay`]: a resumed chat's conversation so far.
@@ -15,6 +16,7 @@ pub mod commands;
 pub mod editor;
 pub mod history;
 pub mod markdown;
+pub mod pick;
 pub mod prompt;
 pub mod replay;
 pub mod status;

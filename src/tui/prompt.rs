@@ -27,6 +27,9 @@ pub enum Read {
     Cleared,
     /// Ctrl-D on an empty input.
     End,
+    /// Ctrl-O: unfold the newest folded tool result. The input is kept
+    /// for the next read.
+    Unfold,
     Failed(String),
     /// The terminal cannot hold an inline viewport (it does not answer
     /// where its cursor is): the caller falls back to a plain line editor.
@@ -151,6 +154,7 @@ impl Prompt {
                 }
                 input.delete();
             }
+            KeyCode::Char('o') if ctrl => return Some(Read::Unfold),
             KeyCode::Char('j') if ctrl => input.insert('\n'),
             KeyCode::Char('a') if ctrl => input.home(),
             KeyCode::Char('e') if ctrl => input.end(),
@@ -238,7 +242,9 @@ impl Prompt {
                 .collect::<Vec<_>>()
                 .join("  ");
         }
-        "Enter sends · \\ then Enter for a new line · /help · Tab completes · Ctrl-D ends".into()
+        "Enter sends · \\ then Enter for a new line · /help · Tab completes · Ctrl-O unfolds a result · \
+         Ctrl-D ends"
+            .into()
     }
 
     fn style(&self, m: Modifier) -> Style {

@@ -1,7 +1,8 @@
 //! The status line under the input: model, workspace, approval mode,
 //! environment, tokens in (with the cached share) and out, cost (`$?` when
-//! the price is unknown) and the context the last request used of what
-//! the run allows before it compacts.
+//! the price is unknown) and the context: the size of the next request as
+//! compaction counts it, of the model's context window, with the share of
+//! the window at which the run compacts.
 
 use crate::agent::Agent;
 
@@ -12,14 +13,22 @@ pub struct Status {
     pub workspace: String,
     pub approvals: &'static str,
     pub env: &'static str,
+    /// Every input token sent so far, cached or not.
     pub input: u64,
-    /// Input tokens the server served from its cache (when it said).
+    /// Of those, the tokens the server served from its cache (when it
+    /// said so).
     pub cached: Option<u64>,
     pub output: u64,
     /// `None`: the price is unknown.
     pub cost: Option<f64>,
+    /// The next request's size in tokens, as compaction counts it: the
+    /// last request's input tokens as the server counted them plus a
+    /// quarter of the bytes added since.
     pub context: u64,
+    /// The model's context window.
     pub window: u64,
+    /// The size above which the run compacts (80% of the window unless set).
+    pub compact_at: u64,
 }
 
 /// A token count as a person reads it: 950, 12.3k, 1.2M.
@@ -60,23 +69,19 @@ pub fn env_name(env: crate::kinds::EnvKind) -> &'static str {
 impl Status {
     pub fn of(agent: &Agent) -> Status {
         let config = agent.config();
-        let state = agent.state();
-        // The cached share, once the usage records it.
-        let cached = serde_json::to_value(state.usage)
-            .ok()
-            .and_then(|u| u.get("cached_input_tokens")?.as_u64());
-        let priced = config.model.price_in > 0.0 || config.model.price_out > 0.0;
+        let usage = &agent.state().usage;
         Status {
             model: config.model.name.clone(),
             workspace: tilde(&config.workspace),
             approvals: approvals_name(config.approvals.mode),
             env: env_name(config.env),
-            input: state.usage.input_tokens,
-            cached,
-            output: state.usage.output_tokens,
-            cost: priced.then_some(state.cost_usd),
-            context: state.last_request.map_or(0, |r| r.tokens),
-            window: config.compact_at,
+            input: usage.all_input(),
+            cached: (usage.cached_input_tokens > 0).then_some(usage.cached_input_tokens),
+            output: usage.output_tokens,
+            cost: config.model.price_known.then_some(agent.state().cost_usd),
+            context: agent.next_context_tokens(),
+            window: config.context_window(),
+            compact_at: config.compact_at,
         }
     }
 
@@ -86,6 +91,27 @@ impl Status {
             .map_or_else(|| "$?".to_string(), |c| format!("${c:.4}"))
     }
 
+    /// The line in at most `width` columns where it can be: a path too
+    /// long gives way first (its last part is kept), then the share the
+    /// run compacts at. What still does not fit is cut by the terminal.
+    pub fn line_in(&self, width: usize) -> String {
+        let fits = |l: &String| l.chars().count() <= width;
+        let line = self.line();
+        if fits(&line) {
+            return line;
+        }
+        let mut short = self.clone();
+        if let Some(last) = std::path::Path::new(&self.workspace).file_name() {
+            short.workspace = format!("…/{}", last.to_string_lossy());
+        }
+        let line = short.line();
+        if fits(&line) {
+            return line;
+        }
+        short.compact_at = 0;
+        short.line()
+    }
+
     pub fn line(&self) -> String {
         let cached = match self.cached {
             Some(c) if self.input > 0 => {
@@ -93,12 +119,12 @@ impl Status {
             }
             _ => String::new(),
         };
-        let share = self
-            .context
-            .saturating_mul(100)
-            .checked_div(self.window)
-            .map(|p| format!(" ({p}%)"))
-            .unwrap_or_default();
+        let percent = |n: u64| n.saturating_mul(100).checked_div(self.window);
+        let share = match (percent(self.context), percent(self.compact_at)) {
+            (Some(p), Some(at)) if at > 0 => format!(" ({p}%, compacts at {at}%)"),
+            (Some(p), _) => format!(" ({p}%)"),
+            _ => String::new(),
+        };
         format!(
             "{} · {} · approvals {} · env {} · {} in{cached} / {} out · {} · context {}/{}{share}",
             self.model,
@@ -130,15 +156,29 @@ mod tests {
             output: 950,
             cost: None,
             context: 24_000,
-            window: 96_000,
+            window: 128_000,
+            compact_at: 102_400,
         };
         assert_eq!(
             s.line(),
             "m · /w · approvals mutating · env local · 12.3k in (48% cached) / 950 out · $? · \
-             context 24.0k/96.0k (25%)"
+             context 24.0k/128.0k (18%, compacts at 80%)"
         );
         s.cost = Some(0.01234);
         s.cached = None;
         assert!(s.line().contains("12.3k in / 950 out · $0.0123 ·"));
+        // A price of nothing is known: free, not unknown.
+        s.cost = Some(0.0);
+        assert!(s.line().contains(" · $0.0000 · "));
+        // Narrow: the path gives way first, then where compaction starts.
+        s.workspace = "/home/someone/src/a-project-with-a-long-name".into();
+        assert_eq!(s.line_in(200), s.line());
+        let narrow = s.line_in(145);
+        assert!(
+            narrow.starts_with("m · …/a-project-with-a-long-name · approvals mutating")
+                && narrow.ends_with("(18%, compacts at 80%)"),
+            "{narrow}"
+        );
+        assert!(s.line_in(130).ends_with("context 24.0k/128.0k (18%)"));
     }
 }

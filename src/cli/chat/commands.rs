@@ -8,7 +8,7 @@ use crate::agent::{Agent, AgentError};
 use crate::cli::CliError;
 use crate::report::err_line;
 use crate::tui::commands::{self, Command};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// What follows a command.
 pub enum Done {
@@ -16,6 +16,34 @@ pub enum Done {
     Stay,
     /// The chat ends; `Some`: another begins.
     End(Option<Next>),
+    /// `/resume` alone: the person picks one of these runs to go on in.
+    Pick(Vec<Pickable>),
+}
+
+/// A run `/resume` offers.
+pub struct Pickable {
+    /// The run as the pick shows it.
+    pub shown: String,
+    pub log: PathBuf,
+    /// Why this chat cannot go on in it, when it cannot.
+    pub refused: Option<String>,
+}
+
+/// Why a chat cannot go on in `run`: it is live in another process, or
+/// it is a finished run that was not a chat (that takes `resume
+/// --message`).
+fn refusal(run: &crate::inspect::runs::Session) -> Option<String> {
+    let id = run.run_id.as_deref().unwrap_or("?");
+    let chat = run.task.as_deref() == Some("");
+    match run.status.as_str() {
+        "running" => Some(format!("run {id} is live in another process")),
+        "unreadable" => Some(format!("{}: unreadable", run.log)),
+        "stopped" => None,
+        _ if chat => None,
+        status => Some(format!(
+            "run {id} finished ({status}); continue it with: tinyagent resume {id} --message \"…\""
+        )),
+    }
 }
 
 /// The chat that follows one a command ended.
@@ -74,7 +102,14 @@ pub fn run(agent: &mut Agent, line: &str) -> Result<Done, AgentError> {
             }
             Err(e) => err_line(&e.message),
         },
-        Command::Resume(None) => err_line(&runs_here(agent)),
+        Command::Resume(None) => {
+            let runs = runs_here(agent);
+            if runs.is_empty() {
+                err_line("no other run of this workspace to resume");
+            } else {
+                return Ok(Done::Pick(runs));
+            }
+        }
         Command::Resume(Some(pick)) => match pick_run(agent, &pick) {
             Ok(log) => return Ok(Done::End(Some(Next::Resume(log)))),
             Err(e) => err_line(&e.message),
@@ -98,7 +133,7 @@ fn status(agent: &Agent) -> String {
         .map(|r| r.run_id.clone())
         .unwrap_or_default();
     format!(
-        "run {id} · step {}\nmodel {}\nworkspace {}\napprovals {}\nenvironment {}\ntokens {} in{} / {} out\ncost {}\ncontext {} of {} (compacts above)\nlog {}",
+        "run {id} · step {}\nmodel {}\nworkspace {}\napprovals {}\nenvironment {}\ntokens {} in{} / {} out\ncost {}\ncontext {} tokens in the next request, of a {}-token window (compacts above {})\nlog {}",
         agent.state().step,
         s.model,
         s.workspace,
@@ -112,6 +147,7 @@ fn status(agent: &Agent) -> String {
         s.cost_text(),
         s.context,
         s.window,
+        s.compact_at,
         agent.log_path().display()
     )
 }
@@ -142,22 +178,57 @@ fn plan(agent: &Agent) -> String {
     }
 }
 
+/// The log's tool results, oldest first, as `(call id, tool, content)`
+/// for those `keep` wants.
+fn results(
+    agent: &Agent,
+    mut keep: impl FnMut(&crate::event::ToolResult) -> bool,
+) -> Vec<(String, String, String)> {
+    let mut found = Vec::new();
+    let _ = tinyagent_store::wal::reader::scan::<crate::event::Event>(
+        agent.log_path(),
+        None,
+        |frame, _| {
+            if let crate::event::Event::ToolResult(r) = &frame.event
+                && keep(r)
+            {
+                found.push((r.call_id.clone(), r.name.clone(), r.content.clone()));
+            }
+        },
+    );
+    found
+}
+
 /// A call's whole result, from the log.
 fn show(agent: &Agent, call: &str) -> String {
-    let Ok(text) = std::fs::read_to_string(agent.log_path()) else {
-        return "cannot read the log".into();
-    };
-    for line in text.lines() {
-        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
-            continue;
-        };
-        if v["type"] == "tool.result" && v["data"]["call_id"] == call {
-            let content = v["data"]["content"].as_str().unwrap_or("");
-            let name = v["data"]["name"].as_str().unwrap_or("");
-            return format!("{call} ({name}):\n{content}");
+    match results(agent, |r| r.call_id == call).pop() {
+        Some((call, name, content)) => format!("{call} ({name}), whole:\n{content}"),
+        None => {
+            format!("no result of a call {call} in this run (ids are shown after → on each call)")
         }
     }
-    format!("no result of a call {call} in this run (ids are shown after → on each call)")
+}
+
+/// Ctrl-O at the prompt: the whole of the newest result that was shown
+/// folded and that the key has not unfolded yet (`unfolded` holds those it
+/// did; pressed again, it goes one result further back).
+pub fn unfold(agent: &Agent, unfolded: &mut std::collections::HashSet<String>) -> String {
+    let folded = results(agent, |r| {
+        r.name != "update_plan" && crate::text::result_folded(&r.content)
+    });
+    let Some((call, name, content)) = folded
+        .into_iter()
+        .rev()
+        .find(|(call, _, _)| !unfolded.contains(call))
+    else {
+        return if unfolded.is_empty() {
+            "no folded tool result to unfold in this run".into()
+        } else {
+            "no folded tool result left to unfold (/show CALL shows any result again)".into()
+        };
+    };
+    unfolded.insert(call.clone());
+    format!("{call} ({name}), whole:\n{content}")
 }
 
 fn fork(agent: &Agent, step: u64, restore: bool) -> Result<PathBuf, CliError> {
@@ -180,38 +251,44 @@ fn fork(agent: &Agent, step: u64, restore: bool) -> Result<PathBuf, CliError> {
         .ok_or_else(|| CliError::new(1, "the fork made no log"))
 }
 
-/// This workspace's runs, numbered for `/resume N`.
-fn runs_here(agent: &Agent) -> String {
+/// This workspace's other runs, newest first, as a pick shows them.
+fn runs_here(agent: &Agent) -> Vec<Pickable> {
     let Ok(home) = crate::launch::parts::home() else {
-        return "no $TINYAGENT_HOME".into();
+        return Vec::new();
     };
-    let rows = crate::inspect::runs::list(&home, Some(agent.workspace()));
-    if rows.is_empty() {
-        return "no runs of this workspace".into();
-    }
+    let here = agent.log_path();
+    crate::inspect::runs::list(&home, Some(agent.workspace()))
+        .iter()
+        .filter(|r| Path::new(&r.log) != here)
+        .map(|r| Pickable {
+            shown: crate::cli::runs::shown_run(r),
+            log: PathBuf::from(&r.log),
+            refused: refusal(r),
+        })
+        .collect()
+}
+
+/// The runs of a pick, numbered for `/resume N` (a terminal that cannot
+/// show the pick).
+pub fn numbered(runs: &[Pickable]) -> String {
     let mut out =
         String::from("runs of this workspace (go on in one with /resume N or /resume ID):");
-    for (i, r) in rows.iter().enumerate().take(20) {
-        out.push_str(&format!(
-            "\n  {:>2}. {}  {}  {:<9} {}",
-            i + 1,
-            r.run_id.as_deref().unwrap_or("?"),
-            crate::text::shown_time(r.started_at.as_deref()),
-            r.status,
-            crate::text::shown_task(r.task.as_deref()),
-        ));
+    for (i, run) in runs.iter().enumerate().take(20) {
+        out.push_str(&format!("\n  {:>2}. {}", i + 1, run.shown));
     }
     out
 }
 
 fn pick_run(agent: &Agent, pick: &str) -> Result<PathBuf, CliError> {
     let home = crate::launch::parts::home()?;
-    let rows = crate::inspect::runs::list(&home, Some(agent.workspace()));
     let here = agent.log_path();
+    let all = crate::inspect::runs::list(&home, Some(agent.workspace()));
+    // Numbered as the pick and `numbered` show them: this chat left out.
+    let rows: Vec<_> = all.iter().filter(|r| Path::new(&r.log) != here).collect();
     let chosen = match pick.parse::<usize>() {
-        Ok(n) if n >= 1 && n <= rows.len() => Some(&rows[n - 1]),
+        Ok(n) if n >= 1 && n <= rows.len() => Some(rows[n - 1]),
         _ => {
-            let hits: Vec<_> = rows
+            let hits: Vec<_> = all
                 .iter()
                 .filter(|r| r.run_id.as_deref().is_some_and(|id| id.starts_with(pick)))
                 .collect();
@@ -232,6 +309,9 @@ fn pick_run(agent: &Agent, pick: &str) -> Result<PathBuf, CliError> {
     let log = PathBuf::from(&row.log);
     if log == here {
         return Err(CliError::refused("that is this chat"));
+    }
+    if let Some(why) = refusal(row) {
+        return Err(CliError::refused(why));
     }
     Ok(log)
 }

@@ -105,15 +105,26 @@ enum Line {
     Cleared,
     /// Ctrl-D on an empty line.
     End,
+    /// Ctrl-O: unfold the newest folded tool result (what was typed stays).
+    Unfold,
     Failed(String),
 }
 
-/// One request to the editor's thread: the status line to show, and where
-/// the answer goes.
-type Ask = (String, tokio::sync::oneshot::Sender<Line>);
+/// One request to the editor's thread, with where its answer goes: a line
+/// (under the status line given), or a pick from a list (its title and
+/// rows; the answer is the row picked, `None` when cancelled, or why the
+/// terminal cannot show a pick).
+enum Ask {
+    Line(String, tokio::sync::oneshot::Sender<Line>),
+    Pick(
+        String,
+        Vec<String>,
+        tokio::sync::oneshot::Sender<Result<Option<usize>, String>>,
+    ),
+}
 
-/// The line editor's thread: one line per request. The prompt is the
-/// terminal interface's inline viewport ([`crate::tui::prompt`]); a
+/// The line editor's thread: one line (or pick) per request. The prompt
+/// is the terminal interface's inline viewport ([`crate::tui::prompt`]); a
 /// terminal that cannot hold one (it never says where its cursor is) gets
 /// a plain line editor instead.
 struct Editor {
@@ -129,12 +140,30 @@ impl Editor {
             }
             let mut tui = Some(crate::tui::prompt::Prompt::new(history.clone()));
             let mut plain: Option<rustyline::DefaultEditor> = None;
-            for (status, reply) in requests {
+            for request in requests {
+                let (status, reply) = match request {
+                    Ask::Pick(title, rows, reply) => {
+                        use crate::tui::pick::Picked;
+                        let answer = if tui.is_none() {
+                            Err("this terminal cannot show a pick".to_string())
+                        } else {
+                            match crate::tui::pick::pick(&title, &rows) {
+                                Picked::Chosen(i) => Ok(Some(i)),
+                                Picked::Cancelled => Ok(None),
+                                Picked::Unavailable(e) | Picked::Failed(e) => Err(e),
+                            }
+                        };
+                        let _ = reply.send(answer);
+                        continue;
+                    }
+                    Ask::Line(status, reply) => (status, reply),
+                };
                 if let Some(prompt) = tui.as_mut() {
                     let line = match prompt.read(&status) {
                         crate::tui::prompt::Read::Text(t) => Line::Text(t),
                         crate::tui::prompt::Read::Cleared => Line::Cleared,
                         crate::tui::prompt::Read::End => Line::End,
+                        crate::tui::prompt::Read::Unfold => Line::Unfold,
                         crate::tui::prompt::Read::Failed(e) => Line::Failed(e),
                         crate::tui::prompt::Read::Unavailable(_) => {
                             tui = None;
@@ -154,11 +183,30 @@ impl Editor {
     /// The next line, or the stopping signal that came first.
     async fn line(&self, status: String) -> Result<Line, nix::sys::signal::Signal> {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        if self.ask.send((status, tx)).is_err() {
+        if self.ask.send(Ask::Line(status, tx)).is_err() {
             return Ok(Line::Failed("the line editor stopped".into()));
         }
         tokio::select! {
             line = rx => Ok(line.unwrap_or_else(|_| Line::Failed("the line editor stopped".into()))),
+            () = crate::signals::wait() => {
+                Err(crate::signals::received().unwrap_or(nix::sys::signal::Signal::SIGTERM))
+            }
+        }
+    }
+
+    /// A row picked from `rows` (`Ok(None)`: cancelled), or the stopping
+    /// signal that came first.
+    async fn pick(
+        &self,
+        title: String,
+        rows: Vec<String>,
+    ) -> Result<Result<Option<usize>, String>, nix::sys::signal::Signal> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if self.ask.send(Ask::Pick(title, rows, tx)).is_err() {
+            return Ok(Err("the line editor stopped".into()));
+        }
+        tokio::select! {
+            picked = rx => Ok(picked.unwrap_or_else(|_| Err("the line editor stopped".into()))),
             () = crate::signals::wait() => {
                 Err(crate::signals::received().unwrap_or(nix::sys::signal::Signal::SIGTERM))
             }
@@ -260,13 +308,16 @@ pub async fn converse(agent: &mut Agent) -> Result<RunStatus, AgentError> {
     // A chat a command went back to (`/rewind`, `/resume`) waits for the
     // person first, wherever its log stopped.
     let mut prompt_first = take_prompt_first();
+    // The results Ctrl-O unfolded since the last message.
+    let mut unfolded = std::collections::HashSet::new();
     loop {
         if let Status::Finished(status) = agent.state().status {
             return Ok(status);
         }
         if agent.state().chat_waiting || prompt_first {
             let asked = std::time::Instant::now();
-            let status = crate::tui::status::Status::of(agent).line();
+            let width = ratatui::crossterm::terminal::size().map_or(80, |(w, _)| w);
+            let status = crate::tui::status::Status::of(agent).line_in(usize::from(width));
             let line = editor.line(status).await;
             agent.add_waiting(asked.elapsed());
             match line {
@@ -283,11 +334,46 @@ pub async fn converse(agent: &mut Agent) -> Result<RunStatus, AgentError> {
                             set_next(next);
                             return agent.end_chat();
                         }
+                        commands::Done::Pick(runs) => {
+                            let rows = runs.iter().map(|r| r.shown.clone()).collect();
+                            let title = "resume which run of this workspace? (newest first)";
+                            match editor.pick(title.into(), rows).await {
+                                Err(sig) => {
+                                    terminal.restore();
+                                    crate::report::err_text("\n");
+                                    return agent.stop_at_prompt(sig);
+                                }
+                                Ok(Ok(Some(i))) => {
+                                    let run = &runs[i];
+                                    if let Some(why) = &run.refused {
+                                        crate::report::err_line(&format!(
+                                            "{why}; this chat goes on"
+                                        ));
+                                        continue;
+                                    }
+                                    crate::report::err_line(&format!("resuming {}", run.shown));
+                                    set_next(Some(commands::Next::Resume(run.log.clone())));
+                                    return agent.end_chat();
+                                }
+                                Ok(Ok(None)) => {
+                                    crate::report::err_line("no run picked: this chat goes on")
+                                }
+                                // No pick on this terminal: the list, to
+                                // answer with /resume N.
+                                Ok(Err(_)) => crate::report::err_line(&commands::numbered(&runs)),
+                            }
+                            continue;
+                        }
                     }
                 }
                 Ok(Line::Text(text)) => {
                     agent.add_user_message(&text, "chat")?;
+                    unfolded.clear();
                     prompt_first = false;
+                }
+                Ok(Line::Unfold) => {
+                    crate::report::err_line(&commands::unfold(agent, &mut unfolded));
+                    continue;
                 }
                 Ok(Line::Cleared) => continue,
                 Ok(Line::End) => {

@@ -1,6 +1,8 @@
 //! `tinyagent log show <WAL>`: the run as a person reads it: the task, each
 //! step's text, calls and results (folded to a few lines), plan updates,
-//! compactions, resumes and the end, with the time of each step.
+//! compactions, resumes and the end, with the time of each step. With
+//! `--full` nothing is folded or cut: every line of every result, text,
+//! argument and message, whole.
 //!
 //! It streams: every record is printed as the reader gives it, so a log of
 //! any length is shown in the memory of one record. On a terminal the text
@@ -21,9 +23,21 @@ fn cut(line: &str) -> String {
     crate::text::cut_chars(line, LINE_CHARS, "…")
 }
 
-/// `text` indented, at most `max` lines, the rest counted.
-fn folded(out: &mut dyn Write, text: &str, indent: &str, max: usize) -> std::io::Result<()> {
+/// `text` indented, at most `max` lines, the rest counted (`None`: every
+/// line, whole).
+fn folded(
+    out: &mut dyn Write,
+    text: &str,
+    indent: &str,
+    max: Option<usize>,
+) -> std::io::Result<()> {
     let lines: Vec<&str> = text.lines().collect();
+    let Some(max) = max else {
+        for line in lines {
+            writeln!(out, "{indent}{line}")?;
+        }
+        return Ok(());
+    };
     for line in lines.iter().take(max) {
         writeln!(out, "{indent}{}", cut(line))?;
     }
@@ -31,7 +45,7 @@ fn folded(out: &mut dyn Write, text: &str, indent: &str, max: usize) -> std::io:
         let more = lines.len() - max;
         writeln!(
             out,
-            "{indent}… {more} more line{}",
+            "{indent}… {more} more line{} (log show --full shows them)",
             if more == 1 { "" } else { "s" }
         )?;
     }
@@ -44,6 +58,8 @@ fn clock(ts: &str) -> &str {
 }
 
 fn record(out: &mut dyn Write, ts: &str, event: &Event, full: bool) -> std::io::Result<()> {
+    // `--full`: nothing folded or cut.
+    let most = |n: usize| (!full).then_some(n);
     match event {
         Event::RunStarted(r) => {
             writeln!(
@@ -56,15 +72,19 @@ fn record(out: &mut dyn Write, ts: &str, event: &Event, full: bool) -> std::io::
                 writeln!(out, "forked from {} at step {}", f.run_id, f.step)?;
             }
             writeln!(out, "\ntask:")?;
-            folded(out, &r.task, "  ", 40)?;
+            folded(out, &r.task, "  ", most(40))?;
         }
         Event::ModelResponse(r) => {
             writeln!(out, "\nstep {} · {}", r.step, clock(ts))?;
             if !r.message.content.trim().is_empty() {
-                folded(out, r.message.content.trim(), "  ", 60)?;
+                folded(out, r.message.content.trim(), "  ", most(60))?;
             }
             for c in &r.message.tool_calls {
-                writeln!(out, "  → {} {}", c.name, cut(&c.arguments))?;
+                if full {
+                    writeln!(out, "  → {} {}", c.name, c.arguments)?;
+                } else {
+                    writeln!(out, "  → {} {}", c.name, cut(&c.arguments))?;
+                }
             }
         }
         Event::ToolResult(r) => {
@@ -117,7 +137,7 @@ fn record(out: &mut dyn Write, ts: &str, event: &Event, full: bool) -> std::io::
                 "\ncompacted at step {} ({} messages summarized):",
                 c.step, c.replaced
             )?;
-            folded(out, &c.summary, "  ", 12)?;
+            folded(out, &c.summary, "  ", most(12))?;
         }
         Event::HookBlocked(h) => {
             writeln!(
@@ -125,11 +145,24 @@ fn record(out: &mut dyn Write, ts: &str, event: &Event, full: bool) -> std::io::
                 "  ⛔ {} blocked {}: {}",
                 h.hook,
                 h.call_id,
-                cut(&h.reason)
+                if full {
+                    h.reason.clone()
+                } else {
+                    cut(&h.reason)
+                }
             )?;
         }
         Event::ProcessStarted(p) => {
-            writeln!(out, "  ↳ background {} started: {}", p.id, cut(&p.command))?;
+            writeln!(
+                out,
+                "  ↳ background {} started: {}",
+                p.id,
+                if full {
+                    p.command.clone()
+                } else {
+                    cut(&p.command)
+                }
+            )?;
         }
         Event::ProcessExited(p) => {
             let how = p
@@ -139,10 +172,10 @@ fn record(out: &mut dyn Write, ts: &str, event: &Event, full: bool) -> std::io::
         }
         Event::Resume(r) => {
             writeln!(out, "\nresumed · {}", clock(ts))?;
-            folded(out, &r.notice, "  ", 20)?;
+            folded(out, &r.notice, "  ", most(20))?;
             if let Some(m) = &r.message {
                 writeln!(out, "  new message:")?;
-                folded(out, m, "    ", 20)?;
+                folded(out, m, "    ", most(20))?;
             }
         }
         Event::RunFinished(f) => {
@@ -184,7 +217,7 @@ fn record(out: &mut dyn Write, ts: &str, event: &Event, full: bool) -> std::io::
         }
         Event::UserMessage(m) => {
             writeln!(out, "\nyou ({}) · {}:", m.source, clock(ts))?;
-            folded(out, &m.content, "  ", 20)?;
+            folded(out, &m.content, "  ", most(20))?;
         }
         Event::ChatWaiting(w) => {
             if let Some(sig) = &w.interrupted {
