@@ -553,6 +553,10 @@ impl ToolResult {
 pub const TRUNCATED_CALL_TEXT: &str = "[not run: the response was cut off at the output limit \
      before this call was complete; it had no effect]";
 
+/// The `source` of the `user.message` that tells the model its reply was
+/// cut ([`TRUNCATED_NOTICE`]).
+pub const TRUNCATED_SOURCE: &str = "truncated";
+
 /// What the model is told (a `user.message`, source `truncated`) after a
 /// reply cut at the output limit.
 pub const TRUNCATED_NOTICE: &str = "[Truncated] Your last response was cut off at the output \

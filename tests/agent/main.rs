@@ -34,6 +34,7 @@ mod model_openai;
 mod model_retry;
 mod model_script;
 mod model_stops;
+mod model_stops_resume;
 mod model_usage;
 mod plan_e2e;
 mod replication;
