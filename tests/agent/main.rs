@@ -28,6 +28,7 @@ mod mcp;
 mod model_anthropic;
 mod model_context;
 mod model_llama;
+mod model_llama_resume;
 mod model_mock_checks;
 mod model_native;
 mod model_openai;
