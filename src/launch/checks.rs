@@ -149,7 +149,6 @@ fn follows_default(recorded: Option<u64>) -> bool {
     })
 }
 
-
 /// The hooks a resumed run uses: the local config's. Every hook the log
 /// recorded must be configured the same locally, else the resume is refused
 /// (naming them) unless `no_hooks`, which runs none.

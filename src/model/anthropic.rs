@@ -73,6 +73,11 @@ impl AnthropicProvider {
         if let Some(b) = budget {
             body["thinking"] = json!({"type": "enabled", "budget_tokens": b});
         }
+        // The documented form: `output_config.effort` (low, medium, high;
+        // the config refuses the OpenAI-only none and minimal).
+        if let Some(e) = self.cfg.reasoning_effort {
+            body["output_config"] = json!({"effort": e.as_str()});
+        }
         Encoded::json(&body)
     }
 

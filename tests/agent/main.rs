@@ -26,6 +26,7 @@ mod log_cli_inspect_memory;
 mod log_cli_live;
 mod mcp;
 mod model_anthropic;
+mod model_anthropic_effort;
 mod model_context;
 mod model_llama;
 mod model_llama_resume;
