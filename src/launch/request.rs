@@ -122,7 +122,8 @@ pub struct RunOptions {
     #[arg(long, value_name = "TOKENS")]
     pub max_output_tokens: Option<u32>,
     /// How hard a reasoning model thinks: sent as Chat Completions'
-    /// `reasoning_effort` and the Responses API's `reasoning.effort`
+    /// `reasoning_effort`, the Responses API's `reasoning.effort` and
+    /// Anthropic's `output_config.effort` (low, medium or high only)
     /// (default: model.reasoning_effort, else the server's default).
     #[arg(long, value_name = "EFFORT")]
     pub reasoning_effort: Option<crate::kinds::ReasoningEffort>,

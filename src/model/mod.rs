@@ -105,6 +105,7 @@ mod anthropic;
 mod anthropic_stream;
 mod error;
 mod http;
+mod native;
 mod openai;
 mod props;
 mod responses;

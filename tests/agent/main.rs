@@ -32,6 +32,7 @@ mod model_llama;
 mod model_llama_resume;
 mod model_mock_checks;
 mod model_native;
+mod model_native_bytes;
 mod model_native_journey;
 mod model_openai;
 mod model_retry;
