@@ -51,6 +51,14 @@ pub(super) fn config_for(
     if let Some(secs) = args.timeout {
         m.request_timeout = std::time::Duration::from_secs(secs);
     }
+    // The run's reasoning settings hold unless a flag says otherwise (for
+    // this resume; validated below like a new run's).
+    if let Some(e) = args.reasoning_effort {
+        m.reasoning_effort = Some(e);
+    }
+    if let Some(b) = args.thinking_budget {
+        m.thinking_budget = Some(b);
+    }
     if let Some(url) = &flags.base_url {
         m.base_url = Some(url.clone());
     } else if let Some(url) = m.base_url.as_deref()

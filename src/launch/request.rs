@@ -237,6 +237,14 @@ pub struct ResumeArgs {
     /// (that writer stops at its next sync point).
     #[arg(long)]
     pub take_over: bool,
+    /// The reasoning effort for this resume, over the run's (see `run
+    /// --reasoning-effort`; default: what the run was started with).
+    #[arg(long, value_name = "EFFORT")]
+    pub reasoning_effort: Option<crate::kinds::ReasoningEffort>,
+    /// The Anthropic thinking budget for this resume, over the run's (see
+    /// `run --thinking-budget`; default: what the run was started with).
+    #[arg(long, value_name = "TOKENS")]
+    pub thinking_budget: Option<u32>,
     #[command(flatten)]
     pub session: SessionFlags,
 }

@@ -85,3 +85,65 @@ fn anthropic_refuses_the_openai_only_efforts_before_the_log_is_made() {
         assert_eq!(server.request_count(), 0);
     }
 }
+
+/// The run's effort holds on resume unless `resume --reasoning-effort`
+/// says otherwise, for that resume (checked like a new run's: `minimal`
+/// is refused for Anthropic before anything is written).
+#[test]
+fn resume_reasoning_effort_overrides_the_runs_for_that_resume() {
+    let sb = Sandbox::new();
+    let call = |id: &str| {
+        message(
+            json!([{"type": "tool_use", "id": id, "name": "bash",
+                "input": {"command": "true"}}]),
+            "tool_use",
+        )
+    };
+    let server = MockServer::start(vec![
+        call("toolu_1"),
+        call("toolu_2"),
+        message(json!([{"type": "text", "text": "Done."}]), "end_turn"),
+    ]);
+    let mut c = sb.run_cmd(&server.root_url(), "run true");
+    c.args([
+        "--provider",
+        "anthropic",
+        "--reasoning-effort",
+        "medium",
+        "--max-steps",
+        "1",
+    ])
+    .env("ANTHROPIC_API_KEY", "sk-ant-test");
+    assert_eq!(output(c).status.code(), Some(3));
+    let before = std::fs::read(sb.wal()).unwrap();
+
+    let mut c = sb.resume_cmd();
+    c.args(["--reasoning-effort", "minimal"])
+        .env("ANTHROPIC_API_KEY", "sk-ant-test");
+    let out = output(c);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("minimal is not an Anthropic effort"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(std::fs::read(sb.wal()).unwrap(), before);
+
+    let mut c = sb.resume_cmd();
+    c.args(["--reasoning-effort", "high", "--max-steps", "2"])
+        .env("ANTHROPIC_API_KEY", "sk-ant-test");
+    let out = output(c);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let mut c = sb.resume_cmd();
+    c.args(["--max-steps", "3"])
+        .env("ANTHROPIC_API_KEY", "sk-ant-test");
+    let out = output(c);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    server.assert_no_violations();
+    let efforts: Vec<_> = server
+        .requests()
+        .iter()
+        .map(|r| r["output_config"]["effort"].clone())
+        .collect();
+    assert_eq!(efforts, [json!("medium"), json!("high"), json!("medium")]);
+}
