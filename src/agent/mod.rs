@@ -459,8 +459,9 @@ impl Agent {
     /// A reply that did not end its turn normally: cut at the output limit
     /// (its calls are not run; the model is told, at most
     /// [`MAX_TRUNCATED_IN_ROW`] times in a row, then the run stops
-    /// `truncated`) or refused (the run stops `refused`). `None` for a reply
-    /// the loop goes on with as usual.
+    /// `truncated`), refused (the run stops `refused`) or paused with no
+    /// calls (asked again as it is). `None` for a reply the loop goes on
+    /// with as usual.
     fn unfinished_reply(
         &mut self,
         step: u64,
@@ -476,6 +477,16 @@ impl Agent {
                 return self
                     .finish(RunStatus::Refused, Some(reason))
                     .map(|s| Some(Unfinished::Stop(Turn::Finished(s))));
+            }
+            // A paused turn (Anthropic `pause_turn`) with nothing to run is
+            // no answer: it goes back as it is and the model is asked to go
+            // on. With calls, they run first, as after any reply.
+            StopReason::Pause if calls.is_empty() => {
+                self.save_step(step)?;
+                if let Some(sig) = crate::signals::received() {
+                    return self.stop_turn(sig).map(|t| Some(Unfinished::Stop(t)));
+                }
+                return Ok(Some(Unfinished::Again));
             }
             StopReason::EndTurn | StopReason::ToolCalls | StopReason::Pause => {
                 return Ok(None);

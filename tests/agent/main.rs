@@ -35,6 +35,7 @@ mod model_native;
 mod model_native_bytes;
 mod model_native_journey;
 mod model_openai;
+mod model_pause;
 mod model_refused_connection;
 mod model_retry;
 mod model_script;

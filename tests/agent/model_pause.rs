@@ -1,0 +1,76 @@
+//! Contract section 15: `stop_reason` `pause` (Anthropic `pause_turn`) is
+//! acted on: a paused turn is not a final answer. It is sent back as it is
+//! (the last message of the next request) and the model is asked again,
+//! with nothing added; the run completes with the answer that follows.
+
+use crate::support::contract::{self, of_kind};
+use crate::support::e2e::{Sandbox, output, stderr};
+use crate::support::mock::{MockReply, MockServer};
+use serde_json::json;
+
+fn message(text: &str, stop: &str) -> MockReply {
+    MockReply::json(json!({
+        "id": "msg_1", "type": "message", "role": "assistant", "model": "claude",
+        "content": [{"type": "text", "text": text}], "stop_reason": stop,
+        "usage": {"input_tokens": 12, "output_tokens": 4}
+    }))
+}
+
+#[test]
+fn a_paused_turn_is_sent_back_and_the_model_asked_again() {
+    let sb = Sandbox::new();
+    let server = MockServer::start(vec![
+        message("Still searching the docs", "pause_turn"),
+        message("Found it.", "end_turn"),
+    ]);
+    let mut c = sb.run_cmd(&server.root_url(), "find it");
+    c.args(["--provider", "anthropic"])
+        .env("ANTHROPIC_API_KEY", "sk-ant-test");
+    let out = output(c);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .trim_end()
+            .ends_with("Found it."),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    server.assert_no_violations();
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    let last = requests[1]["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(
+        last,
+        json!({"role": "assistant",
+            "content": [{"type": "text", "text": "Still searching the docs"}]})
+    );
+    let recs = contract::read(&sb.wal());
+    contract::check_write_order(&recs);
+    let stops: Vec<_> = of_kind(&recs, "model.response")
+        .iter()
+        .map(|r| {
+            (
+                r.data["stop_reason"].clone(),
+                r.data["stop_reason_raw"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        stops,
+        [
+            (json!("pause"), json!("pause_turn")),
+            (json!("end_turn"), json!("end_turn"))
+        ]
+    );
+    assert!(of_kind(&recs, "user.message").is_empty());
+    assert_eq!(of_kind(&recs, "step.saved").len(), 2);
+    assert_eq!(
+        of_kind(&recs, "run.finished")[0].data["status"],
+        "completed"
+    );
+}
