@@ -34,6 +34,7 @@ mod model_mock_checks;
 mod model_native;
 mod model_native_bytes;
 mod model_native_journey;
+mod model_native_stream;
 mod model_openai;
 mod model_pause;
 mod model_refused_connection;
