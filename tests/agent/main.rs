@@ -29,6 +29,7 @@ mod model_anthropic;
 mod model_anthropic_effort;
 mod model_context;
 mod model_llama;
+mod model_llama_cache;
 mod model_llama_resume;
 mod model_mock_checks;
 mod model_native;
