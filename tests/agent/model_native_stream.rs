@@ -2,7 +2,9 @@
 //! stream's `thinking_delta` and `signature_delta` events (with `ping`s and
 //! `input_json_delta` pieces between) become the thinking block that goes
 //! back first in that turn; a Responses stream's `response.completed`
-//! carries the reasoning item, which goes back as the server wrote it.
+//! carries the reasoning item, which goes back as the server wrote it; a
+//! Chat Completions stream's `reasoning_content` deltas are joined and sent
+//! back on their assistant message.
 
 use crate::support::e2e::{Sandbox, output, stderr};
 use crate::support::mock::{MockReply, MockServer};
@@ -191,4 +193,70 @@ fn a_streamed_reasoning_item_goes_back_as_the_server_wrote_it() {
     );
     let log = std::fs::read_to_string(sb.wal()).unwrap();
     assert!(log.contains(&format!("{reasoning},{call}")), "{log}");
+}
+
+#[test]
+fn streamed_reasoning_content_is_joined_and_sent_back_on_its_message() {
+    let chunk = |delta: serde_json::Value, finish: Option<&str>| {
+        json!({"id": "c1", "object": "chat.completion.chunk", "model": "deepseek-reasoner",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+        .to_string()
+    };
+    let mut body = String::new();
+    for data in [
+        chunk(
+            json!({"role": "assistant", "content": null, "reasoning_content": "The user "}),
+            None,
+        ),
+        chunk(
+            json!({"reasoning_content": "wants \"true\" run — é."}),
+            None,
+        ),
+        chunk(
+            json!({"tool_calls": [{"index": 0, "id": "call_r", "type": "function",
+                "function": {"name": "bash", "arguments": "{\"command\":"}}]}),
+            None,
+        ),
+        chunk(
+            json!({"tool_calls": [{"index": 0, "function": {"arguments": "\"true\"}"}}]}),
+            None,
+        ),
+        chunk(json!({}), Some("tool_calls")),
+        "[DONE]".to_string(),
+    ] {
+        body.push_str(&format!("data: {data}\n\n"));
+    }
+    let server = MockServer::start(vec![
+        MockReply::Status {
+            code: 200,
+            retry_after: None,
+            body,
+        },
+        MockReply::text("Done."),
+    ]);
+    let sb = Sandbox::new();
+    let mut c = sb.run_cmd(&server.base_url(), "run true");
+    c.args(["--stream", "--reasoning-effort", "high"]);
+    let out = output(c);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    server.assert_no_violations();
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    let assistant = requests[1]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "assistant")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        assistant["reasoning_content"],
+        "The user wants \"true\" run — é."
+    );
+    assert_eq!(assistant["tool_calls"][0]["id"], "call_r");
+    let recs = crate::support::contract::read(&sb.wal());
+    assert_eq!(
+        crate::support::contract::of_kind(&recs, "model.response")[0].data["message"]["native"],
+        json!({"api": "chat", "reasoning_content": "The user wants \"true\" run — é."})
+    );
 }
