@@ -382,6 +382,12 @@ mod tests {
             )
         );
         assert_eq!(native.member("api").unwrap().get(), "\"anthropic\"");
+        // Through a tree (a trajectory's export and import): the values
+        // survive, the order is the tree's.
+        let tree = serde_json::to_value(&native).unwrap();
+        assert_eq!(tree, native.value());
+        let back: NativeItems = serde_json::from_value(tree.clone()).unwrap();
+        assert_eq!(back.value(), tree);
     }
 
     #[test]
