@@ -256,6 +256,11 @@ pub struct RunSettings {
     pub cwd: String,
     #[serde(default)]
     pub plan_file: Option<String>,
+    /// Where each request carries the plan (`append`, `head`); absent in
+    /// runs without the plan and in logs written before the choice existed
+    /// (which used `head`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan_pin: Option<crate::kinds::PlanPin>,
     #[serde(default)]
     pub compact_at: Option<u64>,
     #[serde(default)]
@@ -326,6 +331,14 @@ pub struct RunSettings {
     /// `[checkpoints] watch = true` (left out when off).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub checkpoint_watch: bool,
+}
+
+impl RunSettings {
+    /// Where the run's requests carry the plan: as recorded, else `head`
+    /// (the layout of the logs that predate the setting).
+    pub fn plan_pin(&self) -> crate::kinds::PlanPin {
+        self.plan_pin.unwrap_or(crate::kinds::PlanPin::Head)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -843,6 +856,12 @@ pub struct WorkspaceRestored {
     /// The paths left as they are (changed since the run's last checkpoint).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conflicts: Vec<String>,
+    /// Set on the record `restore --undo` appends once it has put the
+    /// workspace back: the restore's own fields repeated, `force`, `paths`
+    /// and `conflicts` the undo's. Absent (false) on a restore, and in logs
+    /// written before undo left a record.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub undo: bool,
 }
 
 /// A message the person added to the conversation.

@@ -46,6 +46,21 @@ impl ReasoningEffort {
     }
 }
 
+/// Where the current plan goes in each model request (`[plan] pin`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PlanPin {
+    /// A `[Current plan]` message is appended after the step whose
+    /// `update_plan` changed it, so every request extends the previous one
+    /// and its prefix stays in the provider's prompt cache.
+    #[default]
+    Append,
+    /// The plan is re-pinned right after the system prompt (after the
+    /// compaction summary) in every request: the earlier layout, which
+    /// invalidates the cached prompt after it on every plan change.
+    Head,
+}
+
 /// Where commands run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]

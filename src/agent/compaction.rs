@@ -5,7 +5,9 @@
 //! the serialized request body in bytes / 4, or, when the server reported the
 //! previous request's prompt tokens, that count plus bytes / 4 of what the
 //! body grew by since (kept in the state, so a resume goes on from it). The summarizer call
-//! advertises no tools and is given the current plan. The most recent
+//! is the run's own request (the same tools, system prompt and messages,
+//! the current plan among them) with `tool_choice` none and an instruction
+//! last, so its prefix is read from the provider's cache. The most recent
 //! `keep_recent` messages are kept verbatim, never splitting an assistant tool
 //! call from its results. The `compaction` record carries the new view, so a
 //! replay reaches exactly the same view. A summarizer that fails or answers
@@ -18,14 +20,21 @@
 use super::{Agent, AgentError};
 use crate::event::{Compaction, Event, Message, Role};
 use crate::model::{Encoded, ModelRequest, Purpose};
-use crate::session::plan;
 
 /// Prefix of the summary message that heads a compacted view.
 pub const SUMMARY_PREFIX: &str = "[Summary of earlier work]";
 
-const SUMMARIZER_PROMPT: &str = "You write hand-off summaries for a coding agent whose context is \
-being compacted. Another instance of the agent will continue from your summary alone plus the most \
-recent messages, so be concrete: file paths, commands, results, errors, decisions and why.";
+/// The summarizer's instruction, sent after the run's own messages.
+const SUMMARIZER_INSTRUCTION: &str = "[Compaction] Your context is being compacted: the \
+conversation above, except its most recent messages, will be replaced by a hand-off summary that \
+you write now. Another instance of you continues from that summary plus those recent messages \
+alone, so be concrete. Do not call any tool. Write the summary: the task, progress so far, \
+decisions made and why, open work, and key facts (file paths, commands, results, errors).";
+
+/// Added to the instruction when the run has a plan: the plan is pinned
+/// again after the summary, so the summary refers to it.
+const SUMMARIZER_PLAN_NOTE: &str = " The current plan (the last [Current plan] message above) \
+stays pinned after the summary: refer to its item ids rather than copying it.";
 
 /// Where the kept tail of `view` starts: at most `keep` messages, moved
 /// earlier so it never starts with a tool result (its call stays with it).
@@ -40,30 +49,6 @@ pub fn split_point(view: &[Message], keep: usize) -> Option<usize> {
         split -= 1;
     }
     (split > 1).then_some(split)
-}
-
-/// Plain-text transcript of messages for the summarizer.
-fn transcript(messages: &[Message]) -> String {
-    let mut t = String::new();
-    for m in messages {
-        let who = match m.role {
-            Role::System => "system",
-            Role::User => "user",
-            Role::Assistant => "assistant",
-            Role::Tool => "tool result",
-        };
-        t.push_str(&format!("--- {who}"));
-        if let Some(id) = &m.tool_call_id {
-            t.push_str(&format!(" ({id})"));
-        }
-        t.push_str(":\n");
-        t.push_str(&m.content);
-        t.push('\n');
-        for c in &m.tool_calls {
-            t.push_str(&format!("[call {} {} {}]\n", c.id, c.name, c.arguments));
-        }
-    }
-    t
 }
 
 /// Bytes / 4, rounded up: the size in tokens assumed for bytes no server
@@ -81,9 +66,18 @@ impl Agent {
             tools: self.tools.shared_specs(),
             purpose: Purpose::Step,
             step,
+            cache_key: self.cache_key(),
         };
         let body = self.provider.encode(&request);
         (request, body)
+    }
+
+    /// The run's id, as the prompt cache's key.
+    fn cache_key(&self) -> Option<std::sync::Arc<str>> {
+        self.state()
+            .run
+            .as_ref()
+            .map(|r| std::sync::Arc::from(r.run_id.as_str()))
     }
 
     /// The context size of sending `body`, in tokens: the previous
@@ -126,29 +120,21 @@ impl Agent {
         let Some(split) = split_point(&view, keep) else {
             return Ok(false);
         };
-        let plan_text = if self.config.plan_enabled {
-            format!(
-                "\n\nThe current plan (it stays pinned after compaction; refer to its ids):\n{}",
-                plan::render(self.state().plan.as_ref())
-            )
-        } else {
-            String::new()
-        };
+        // The run's own request (tools, system prompt, messages, the plan
+        // among them), so the provider serves it from the prompt cache,
+        // then the instruction.
+        let mut messages = self.state().model_messages();
+        let mut instruction = String::from(SUMMARIZER_INSTRUCTION);
+        if self.config.plan_enabled {
+            instruction.push_str(SUMMARIZER_PLAN_NOTE);
+        }
+        messages.push(Message::user(instruction));
         let request = ModelRequest {
-            messages: vec![
-                Message::system(SUMMARIZER_PROMPT),
-                Message::user(format!(
-                    "Task: {}\n\nConversation so far:\n{}{}\n\nWrite the hand-off summary: progress so far, \
-                     decisions made and why, open work, and key facts (paths, commands, errors).",
-                    self.state().run.as_ref().map_or("", |r| r.task.as_str()),
-                    transcript(&view[1..split]),
-                    plan_text
-                )),
-            ]
-            .into(),
-            tools: std::sync::Arc::default(),
+            messages,
+            tools: self.tools.shared_specs(),
             purpose: Purpose::Summary,
             step: self.state().step,
+            cache_key: self.cache_key(),
         };
         let mut ignore = |_: &str| {};
         let reply = tokio::select! {

@@ -23,8 +23,8 @@ pub fn system_prompt(workspace: &str, read_only: bool, plan: bool) -> String {
     if plan {
         s.push_str(
             "Keep a plan with update_plan: list the steps, mark exactly one in_progress while you \
-             work on it, mark items done as you finish them. The current plan is shown to you in \
-             every request.\n",
+             work on it, mark items done as you finish them. The plan is shown to you in messages \
+             that start with [Current plan]; the last of them is the current plan.\n",
         );
     }
     s.push_str(

@@ -128,6 +128,8 @@ pub struct ModelSection {
 pub struct PlanSection {
     pub enabled: Option<bool>,
     pub file: Option<PathBuf>,
+    /// `append` (default) or `head`: where requests carry the plan.
+    pub pin: Option<crate::kinds::PlanPin>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]

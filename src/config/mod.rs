@@ -147,6 +147,24 @@ pub const DEFAULT_HOOK_TIMEOUT: Duration = Duration::from_secs(30);
 pub const MAX_PRICE: f64 = 1e6;
 
 /// The model backend of a run.
+/// What usage cost, in USD, for each kind of token.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct CostByKind {
+    /// Input neither read from nor written to the prompt cache.
+    pub input_usd: f64,
+    /// Input read from the prompt cache.
+    pub cached_input_usd: f64,
+    /// Input written to the prompt cache.
+    pub cache_write_usd: f64,
+    pub output_usd: f64,
+}
+
+impl CostByKind {
+    pub fn total(&self) -> f64 {
+        self.input_usd + self.cached_input_usd + self.cache_write_usd + self.output_usd
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelSettings {
     pub provider: ProviderKind,
@@ -204,6 +222,8 @@ pub struct RunConfig {
     /// The workspace the tools act in (absolute).
     pub workspace: PathBuf,
     pub plan_enabled: bool,
+    /// Where each request carries the plan (`[plan] pin`).
+    pub plan_pin: crate::kinds::PlanPin,
     /// Read-only Markdown mirror of the plan (absolute).
     pub plan_file: Option<PathBuf>,
     pub read_only: bool,
@@ -248,6 +268,26 @@ fn bad(key: &str, message: impl Into<String>) -> ConfigError {
     ConfigError::Value {
         key: key.to_string(),
         message: message.into(),
+    }
+}
+
+impl ModelSettings {
+    /// `usage` at these prices, kind by kind (cached input at the cached
+    /// price, else the input price).
+    pub fn cost_by_kind(&self, usage: &Usage) -> CostByKind {
+        let per = |n: u64, price: f64| n as f64 * price / 1_000_000.0;
+        CostByKind {
+            input_usd: per(usage.input_tokens, self.price_in),
+            cached_input_usd: per(
+                usage.cached_input_tokens,
+                self.price_cached_in.unwrap_or(self.price_in),
+            ),
+            cache_write_usd: per(
+                usage.cache_write_tokens,
+                self.price_cache_write.unwrap_or(self.price_in),
+            ),
+            output_usd: per(usage.output_tokens, self.price_out),
+        }
     }
 }
 
@@ -380,6 +420,7 @@ impl RunConfig {
             },
             workspace,
             plan_enabled: run.plan_enabled,
+            plan_pin: s.plan_pin(),
             plan_file: s.plan_file.as_ref().map(PathBuf::from),
             read_only: run.read_only,
             limits: run.limits.clone(),
@@ -432,19 +473,7 @@ impl RunConfig {
 
     /// The cost of `usage` at this run's prices, per kind of token.
     pub fn cost_of(&self, usage: &Usage) -> f64 {
-        let m = &self.model;
-        let per = |n: u64, price: f64| n as f64 * price;
-        (per(usage.input_tokens, m.price_in)
-            + per(usage.output_tokens, m.price_out)
-            + per(
-                usage.cached_input_tokens,
-                m.price_cached_in.unwrap_or(m.price_in),
-            )
-            + per(
-                usage.cache_write_tokens,
-                m.price_cache_write.unwrap_or(m.price_in),
-            ))
-            / 1_000_000.0
+        self.model.cost_by_kind(usage).total()
     }
 
     /// The model's context window: the one set or known, else
@@ -473,6 +502,7 @@ impl RunConfig {
             script: m.script.as_ref().map(|p| p.display().to_string()),
             cwd: self.workspace.display().to_string(),
             plan_file: self.plan_file.as_ref().map(|p| p.display().to_string()),
+            plan_pin: self.plan_enabled.then_some(self.plan_pin),
             compact_at: Some(self.compact_at),
             keep_recent: Some(self.keep_recent),
             snapshot_every: Some(self.snapshot_every),

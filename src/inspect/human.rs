@@ -165,6 +165,7 @@ fn header(r: &Report, out: &mut dyn Write) -> io::Result<()> {
             }
         ),
     )?;
+    cache(r, out)?;
     if r.context_tokens > 0 {
         row(
             out,
@@ -185,6 +186,47 @@ fn header(r: &Report, out: &mut dyn Write) -> io::Result<()> {
         ),
     )?;
     hooks(r, out)
+}
+
+/// What the prompt cache did: the share of input it served, each kind's
+/// cost, and the latest steps' input read from it and not.
+fn cache(r: &Report, out: &mut dyn Write) -> io::Result<()> {
+    let u = &r.usage;
+    let all = u.input_tokens + u.cached_input_tokens + u.cache_write_tokens;
+    if all == 0 {
+        return Ok(());
+    }
+    let mut line = format!(
+        "{}% of input read from the cache",
+        u.cached_input_tokens * 100 / all
+    );
+    if let Some(c) = &u.cost_by_kind {
+        line.push_str(&format!(
+            " · input ${:.4} · cached ${:.4} · written ${:.4} · output ${:.4}",
+            c.input_usd, c.cached_input_usd, c.cache_write_usd, c.output_usd
+        ));
+    }
+    row(out, "cache", &line)?;
+    for s in &u.last_steps {
+        let cost = if u.cost_known {
+            format!(" · ${:.4}", s.cost_usd)
+        } else {
+            String::new()
+        };
+        row(
+            out,
+            "",
+            &format!(
+                "step {}: {} in, {} cached, {} written / {} out{cost}",
+                s.step,
+                group(s.input_tokens),
+                group(s.cached_input_tokens),
+                group(s.cache_write_tokens),
+                group(s.output_tokens)
+            ),
+        )?;
+    }
+    Ok(())
 }
 
 fn hooks(r: &Report, out: &mut dyn Write) -> io::Result<()> {

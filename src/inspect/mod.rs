@@ -95,6 +95,65 @@ pub struct UsageJson {
     /// False when the run has no price and counted no cost: `cost_usd` is
     /// then no cost (shown as `$?`).
     pub cost_known: bool,
+    /// `cost_usd` kind by kind (null when the price is unknown).
+    pub cost_by_kind: Option<crate::config::CostByKind>,
+    /// The latest steps (at most 10, oldest first): what each step's model
+    /// requests read from the prompt cache and what they did not.
+    pub last_steps: Vec<StepUsageJson>,
+}
+
+/// One step's model usage (its compaction's included), per kind.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StepUsageJson {
+    pub step: u64,
+    pub input_tokens: u64,
+    pub cached_input_tokens: u64,
+    pub cache_write_tokens: u64,
+    pub output_tokens: u64,
+    pub cost_usd: f64,
+}
+
+/// Collects the latest steps' [`StepUsageJson`] while the log is read.
+#[derive(Debug, Default)]
+struct StepUsage {
+    last: std::collections::VecDeque<StepUsageJson>,
+}
+
+impl StepUsage {
+    /// How many steps are kept.
+    const KEPT: usize = 10;
+
+    fn add(&mut self, event: &Event) {
+        let (step, usage, cost) = match event {
+            Event::ModelResponse(r) => (r.step, &r.usage, r.cost_usd),
+            Event::Compaction(c) => (c.step, &c.usage, c.cost_usd),
+            _ => return,
+        };
+        if self.last.back().is_none_or(|s| s.step != step) {
+            self.last.push_back(StepUsageJson {
+                step,
+                input_tokens: 0,
+                cached_input_tokens: 0,
+                cache_write_tokens: 0,
+                output_tokens: 0,
+                cost_usd: 0.0,
+            });
+            if self.last.len() > Self::KEPT {
+                self.last.pop_front();
+            }
+        }
+        if let Some(s) = self.last.back_mut() {
+            s.input_tokens = s.input_tokens.saturating_add(usage.input_tokens);
+            s.cached_input_tokens = s
+                .cached_input_tokens
+                .saturating_add(usage.cached_input_tokens);
+            s.cache_write_tokens = s
+                .cache_write_tokens
+                .saturating_add(usage.cache_write_tokens);
+            s.output_tokens = s.output_tokens.saturating_add(usage.output_tokens);
+            s.cost_usd += cost;
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -553,6 +612,11 @@ impl Report {
                     || run.is_none_or(|r| {
                         r.settings.price_in.is_some() || r.settings.price_out.is_some()
                     }),
+                cost_by_kind: run
+                    .filter(|r| r.settings.price_in.is_some() || r.settings.price_out.is_some())
+                    .and_then(|r| crate::config::RunConfig::from_started(r, Path::new("/")).ok())
+                    .map(|c| c.model.cost_by_kind(&state.usage)),
+                last_steps: Vec::new(),
             },
             snapshot,
             messages: summary.messages,
@@ -635,9 +699,11 @@ pub fn read_report(path: &Path) -> anyhow::Result<Report> {
     // same pass that replays the log.
     let mut hooks = HooksJson::default();
     let mut times = StepTimes::default();
+    let mut steps = StepUsage::default();
     let loaded = tinyagent_store::load_observed_frames::<Event, Summary>(path, |f| {
         hooks.add(&f.event);
         times.add(&f.ts, &f.event);
+        steps.add(&f.event);
     })?;
     if let Some(e) = not_a_log(path, &loaded.scan) {
         return Err(e.into());
@@ -651,6 +717,7 @@ pub fn read_report(path: &Path) -> anyhow::Result<Report> {
     report.warnings = loaded.warnings;
     report.live = locked(path);
     report.step_times = times.json();
+    report.usage.last_steps = steps.last.into();
     report.started_at = first_ts(path);
     let modified = std::fs::metadata(path).and_then(|m| m.modified()).ok();
     report.last_write_at = modified.map(|t| humantime::format_rfc3339_millis(t).to_string());

@@ -325,15 +325,8 @@ pub fn stage_for_resume(
     )
     .map_err(LaunchError::refused)?
     .expect("a URL was given");
-    let dir = args.cwd.clone().unwrap_or_else(|| PathBuf::from("."));
-    let workspace = std::fs::canonicalize(&dir)
-        .map_err(|e| LaunchError::refused(format!("--cwd {}: {e}", dir.display())))?;
-    if !workspace.is_dir() {
-        return Err(LaunchError::refused(format!(
-            "--cwd {} is not a directory",
-            workspace.display()
-        )));
-    }
+    // The run works where the person is or says, by the one rule.
+    let workspace = super::workspace::resolve(super::workspace::Named::Here, args.cwd.as_deref())?;
     let runs = super::parts::home()?.join("runs");
     let wal = runs.join(format!("{run_id}.wal"));
     let wal_d = super::parts::process_dir(&wal);

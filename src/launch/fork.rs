@@ -229,6 +229,22 @@ pub fn make_fork(args: &ForkArgs) -> Result<Option<Forked>, LaunchError> {
         super::rewind::print_plan(&plan);
         return Ok(None);
     }
+    // The fork works where the original does: when that workspace is
+    // vouched for (a restore's, checked above; else by the same rule, but
+    // a fork that restores nothing is not refused for it), this machine
+    // records it for the fork, so that its resume finds it from elsewhere.
+    let vouched = match &spec {
+        Some(spec) => Some(spec.workspace.clone()),
+        None => super::workspace::resolve(
+            super::workspace::Named::Log {
+                wal: &wal,
+                run_id: &original.run_id,
+                recorded: &original.settings.cwd,
+            },
+            args.cwd.as_deref(),
+        )
+        .ok(),
+    };
     let new_store = checkpoint::store_dir(&target);
     let old_store = checkpoint::store_dir(&wal);
     let records = prefix.frames.len() + usize::from(spec.is_some());
@@ -266,6 +282,9 @@ pub fn make_fork(args: &ForkArgs) -> Result<Option<Forked>, LaunchError> {
                 super::rewind::prepare(&new_store, spec, &wal, &target, &started.run_id, args)?;
             intent = Some(i);
             extra = Some(Event::WorkspaceRestored(record));
+        }
+        if let Some(ws) = &vouched {
+            super::workspace::remember(&started.run_id, ws);
         }
         let bytes = fork_bytes(&prefix, &Event::RunStarted(started), extra.as_ref())?;
         if let Some(i) = &intent {

@@ -137,6 +137,7 @@ pub fn resolve(args: &RunArgs, file: &Config) -> Result<RunConfig, LaunchError> 
         },
         workspace,
         plan_enabled: args.plan || file.plan.enabled.unwrap_or(false),
+        plan_pin: file.plan.pin.unwrap_or_default(),
         plan_file: match args.plan_file.clone().or(file.plan.file.clone()) {
             Some(p) => Some(absolute_new(p)?),
             None => None,
@@ -348,6 +349,10 @@ pub fn open(args: &RunArgs, chat: bool) -> Result<super::Running, LaunchError> {
     {
         crate::report::err_line(&format!("warning: {e}; a resume will ask for --base-url"));
     }
+    // The person chose this workspace: a resume, fork or restore of the
+    // run from elsewhere may take it from the log. Recorded before the log
+    // exists, so a run killed at any point is resumed from anywhere.
+    super::workspace::remember(&plan.started.run_id, &plan.config.workspace);
     let protected = protected_for(&plan.wal, args.config.as_deref(), &plan.config);
     let mut options = store_options(&plan.config);
     options.seams = test_seams()?;

@@ -186,10 +186,12 @@ pub struct SessionFlags {
     #[arg(long, value_name = "TOKENS")]
     pub compact_at: Option<u64>,
     /// Workspace the tools act in (default: the current directory). On
-    /// resume a log works where it ran (--cwd may only repeat it); a
-    /// trajectory that names a workspace needs --cwd to say where to work;
+    /// resume a log works where it ran (--cwd may only repeat it; a log
+    /// this machine did not run is resumed there or with --cwd naming it);
+    /// a trajectory that names a workspace needs --cwd to say where to work;
     /// a run from a bucket is restored into --cwd (default: the current
     /// directory, which must be empty or hold the run's last checkpoint).
+    /// Never /, $HOME or an ancestor of either.
     #[arg(long)]
     pub cwd: Option<PathBuf>,
     /// Replication: sync (a sync point waits for the bucket) or async
@@ -326,7 +328,8 @@ pub struct RestoreArgs {
     /// The log of a fork made with --restore.
     pub wal: PathBuf,
     /// Put the paths the fork's restore changed back as they were before
-    /// it, where they still hold what the restore wrote.
+    /// it, where they still hold what the restore wrote; the undo is
+    /// recorded in the fork's log (once: a second undo is refused).
     #[arg(long, required = true)]
     pub undo: bool,
     /// Put back conflicting files too.
@@ -335,7 +338,8 @@ pub struct RestoreArgs {
     /// Print what would change and change nothing.
     #[arg(long)]
     pub dry_run: bool,
-    /// The run's workspace, when this is run from elsewhere.
+    /// The run's workspace, when this is run from elsewhere (it must be
+    /// the one the log names; needed for a fork this machine did not make).
     #[arg(long)]
     pub cwd: Option<PathBuf>,
 }

@@ -74,65 +74,47 @@ fn locate(args: &ResumeArgs) -> Result<(Source, RunStarted), LaunchError> {
     Ok((Source::Log(wal), run))
 }
 
-/// A trajectory comes from elsewhere: the workspace it names is not taken on
+/// Where the resumed run works, by the one rule (`super::workspace`). A
+/// trajectory comes from elsewhere: the workspace it names is not taken on
 /// its word, `--cwd` says where the resumed run works (and is recorded in
 /// the imported `run.started`). One that names no workspace (schema v1 has
 /// no member for it) works where `run` would: `--cwd`, else the current
-/// directory. A log's workspace is its own; `--cwd` may only repeat it.
+/// directory. A log's workspace is its own (or its sidecar's, resumed from
+/// a bucket), vouched for by the person or by this machine's record of the
+/// run; `--cwd` may only repeat it.
 fn confirm_workspace(
     source: &mut Source,
     first: &mut RunStarted,
     args: &ResumeArgs,
-) -> Result<(), LaunchError> {
-    let given = match &args.cwd {
-        Some(dir) => Some(
-            std::fs::canonicalize(dir)
-                .map_err(|e| LaunchError::refused(format!("--cwd {}: {e}", dir.display())))?,
-        ),
-        None => None,
-    };
-    if let Some(dir) = &given
-        && !dir.is_dir()
-    {
-        return Err(LaunchError::refused(format!(
-            "--cwd {} is not a directory",
-            dir.display()
-        )));
-    }
+) -> Result<PathBuf, LaunchError> {
+    use super::workspace::{Named, resolve};
     match source {
         Source::Trajectory(t) => {
-            let dir = match given {
-                Some(dir) => dir,
-                None if first.settings.cwd.is_empty() => std::env::current_dir()
-                    .map_err(|e| LaunchError::refused(format!("no current directory: {e}")))?,
-                None => {
-                    return Err(LaunchError::refused(format!(
-                        "{}: a trajectory from elsewhere names its workspace ({}), which is not \
-                         taken on its word; say where the resumed run works with --cwd DIR",
-                        t.json.display(),
-                        first.settings.cwd
-                    )));
-                }
-            };
+            if args.cwd.is_none() && !first.settings.cwd.is_empty() {
+                return Err(LaunchError::refused(format!(
+                    "{}: a trajectory from elsewhere names its workspace ({}), which is not \
+                     taken on its word; say where the resumed run works with --cwd DIR",
+                    t.json.display(),
+                    first.settings.cwd
+                )));
+            }
+            let dir = resolve(Named::Here, args.cwd.as_deref())?;
             let cwd = dir.display().to_string();
             first.settings.cwd.clone_from(&cwd);
             if let Some(crate::event::Event::RunStarted(r)) = t.imported.events.first_mut() {
                 r.settings.cwd = cwd;
             }
+            Ok(dir)
         }
-        Source::Log(_) => {
-            if let Some(dir) = given
-                && std::fs::canonicalize(&first.settings.cwd).ok().as_ref() != Some(&dir)
-            {
-                return Err(LaunchError::refused(format!(
-                    "--cwd {} is not the log's workspace ({}); a log resumes where it ran",
-                    dir.display(),
-                    first.settings.cwd
-                )));
-            }
-        }
+        Source::Log(wal) => resolve(
+            Named::Log {
+                wal,
+                run_id: &first.run_id,
+                recorded: &first.settings.cwd,
+            },
+            args.cwd.as_deref(),
+        ),
     }
-    Ok(())
 }
 
 /// The variable the log says holds the run's API key, if it can be read
@@ -283,7 +265,7 @@ pub fn open(args: &ResumeArgs, chat: bool) -> Result<super::Opened, LaunchError>
     if first.mcp_tools.is_empty() && local.mcp.servers.values().all(|s| s.enabled == Some(false)) {
         tools_for(&first, &McpServers::default())?;
     }
-    confirm_workspace(&mut source, &mut first, args)?;
+    let workspace = confirm_workspace(&mut source, &mut first, args)?;
     let mut config = config_for(&first, args, &local)?;
     // The model client (a key for the endpoint) and a cost limit (a known
     // price) are checked before anything is written too.
@@ -396,6 +378,9 @@ pub fn open(args: &ResumeArgs, chat: bool) -> Result<super::Opened, LaunchError>
         .cloned()
         .or_else(|| crate::agent::resume::recorded_container(store.state()));
     crate::report::err_line(&format!("log: {}", wal.display()));
+    // The person vouched for the workspace (or this machine knew it): a
+    // later resume, fork or restore of the run from elsewhere finds it.
+    super::workspace::remember(&run.run_id, &workspace);
     // A `fork --restore` a kill cut short is finished before anything else.
     match &pending_restore {
         Some(super::rewind::Pending::Fork(record)) => {

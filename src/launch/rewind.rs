@@ -2,7 +2,7 @@
 //! `tinyagent restore --undo`: the launch side of `checkpoint::rewind`.
 //!
 //! Order (docs/design.md, "Workspace checkpoints"): every check first (the
-//! workspace, `workspace::for_restore`; the trees, from the original's own
+//! workspace, `workspace::resolve`; the trees, from the original's own
 //! records); then, in the fork's store, the workspace as it is is stored
 //! (the tree `before`); the intent (`<fork>.d/restore.json`) and the fork's
 //! log with its `workspace.restored` record are written; then the paths are
@@ -87,10 +87,12 @@ pub fn spec_for(
             _ => run_changed = None,
         }
     }
-    let workspace = super::workspace::for_restore(
-        wal,
-        &original.run_id,
-        &original.settings.cwd,
+    let workspace = super::workspace::resolve(
+        super::workspace::Named::Log {
+            wal,
+            run_id: &original.run_id,
+            recorded: &original.settings.cwd,
+        },
         args.cwd.as_deref(),
     )?;
     Ok(Spec {
@@ -208,17 +210,32 @@ pub fn prepare(
         force: args.force,
         paths: plan.touched(),
         conflicts: plan.conflicts.iter().map(|c| c.path.clone()).collect(),
+        undo: false,
     };
     Ok((intent, record))
 }
 
-/// The first record and the last `workspace.restored` record of a log.
-fn restore_record(wal: &Path) -> Result<(RunStarted, Option<WorkspaceRestored>), LaunchError> {
+/// What a log records of its restore.
+struct Recorded {
+    first: RunStarted,
+    /// The last restore (`workspace.restored` without `undo`).
+    restore: Option<WorkspaceRestored>,
+    /// Its undo, when `restore --undo` recorded one after it.
+    undone: Option<(u64, WorkspaceRestored)>,
+}
+
+/// The first record, the last restore and its undo, if any.
+fn restore_record(wal: &Path) -> Result<Recorded, LaunchError> {
     let mut first = None;
-    let mut record = None;
+    let mut restore = None;
+    let mut undone = None;
     let scan = reader::scan::<Event>(wal, None, |f, _| match &f.event {
         Event::RunStarted(r) if first.is_none() => first = Some(r.clone()),
-        Event::WorkspaceRestored(r) => record = Some(r.clone()),
+        Event::WorkspaceRestored(r) if r.undo => undone = Some((f.seq, r.clone())),
+        Event::WorkspaceRestored(r) => {
+            restore = Some(r.clone());
+            undone = None;
+        }
         _ => {}
     })
     .map_err(|e| LaunchError::refused(format!("{}: {e}", wal.display())))?;
@@ -236,7 +253,11 @@ fn restore_record(wal: &Path) -> Result<(RunStarted, Option<WorkspaceRestored>),
             wal.display()
         ))
     })?;
-    Ok((first, record))
+    Ok(Recorded {
+        first,
+        restore,
+        undone,
+    })
 }
 
 /// A restore a kill cut short, checked: the intent beside `wal` matches the
@@ -253,7 +274,11 @@ pub fn pending(wal: &Path, workspace: &Path) -> Result<Option<Pending>, LaunchEr
     if intent.fetched {
         return pending_fetch(wal, workspace, intent).map(|i| Some(Pending::Fetched(i)));
     }
-    let (first, record) = restore_record(wal)?;
+    let Recorded {
+        first,
+        restore: record,
+        undone,
+    } = restore_record(wal)?;
     let refuse = |why: &str| {
         LaunchError::refused(format!(
             "{}: {why}; it is not carried out (remove it to go on without it)",
@@ -263,6 +288,11 @@ pub fn pending(wal: &Path, workspace: &Path) -> Result<Option<Pending>, LaunchEr
     let Some(record) = record else {
         return Err(refuse("a restore intent the log records no restore for"));
     };
+    if undone.is_some() {
+        return Err(refuse(
+            "a restore intent for a restore the log records as undone",
+        ));
+    }
     if intent.run_id != first.run_id
         || intent.tree != record.tree
         || intent.last != record.last
@@ -405,7 +435,7 @@ fn planned(
         .into_iter()
         .filter(|c| paths.contains(c.path.as_str()))
         .collect();
-    let (first, _) = restore_record(wal)?;
+    let first = restore_record(wal)?.first;
     let original = first.forked_from.and_then(|f| f.wal).map(PathBuf::from);
     let protected = protect(wal, original.as_deref());
     Ok(rewind::plan(
@@ -420,18 +450,35 @@ fn planned(
 
 /// `tinyagent restore --undo <WAL> [--force] [--dry-run] [--cwd DIR]`:
 /// the paths the log's restore changed go back to what they held before
-/// it, where they still hold what the restore wrote.
+/// it, where they still hold what the restore wrote. The log is held under
+/// its lock meanwhile (a live run of it refuses the undo), and once the
+/// workspace is back a `workspace.restored` record with `undo` is appended,
+/// so that the log tells the restore was undone (and a second undo is
+/// refused). A kill before the record leaves an undo that the same command
+/// finishes.
 pub fn undo(args: &RestoreArgs) -> Result<i32, LaunchError> {
     let wal = std::fs::canonicalize(&args.wal)
         .map_err(|e| LaunchError::refused(format!("{}: {e}", args.wal.display())))?;
     super::parts::check_run_dir(&wal)?;
-    let (first, record) = restore_record(&wal)?;
+    let Recorded {
+        first,
+        restore: record,
+        undone,
+    } = restore_record(&wal)?;
     let Some(record) = record else {
         return Err(LaunchError::refused(format!(
             "{}: the log records no restore to undo",
             wal.display()
         )));
     };
+    if let Some((seq, _)) = undone {
+        return Err(LaunchError::refused(format!(
+            "{}: its restore to step {} was undone already (the log's record at seq {seq}); \
+             nothing was changed",
+            wal.display(),
+            record.step
+        )));
+    }
     if restore::read_intent(&wal)
         .map_err(|e| LaunchError::refused(e.to_string()))?
         .is_some()
@@ -442,8 +489,14 @@ pub fn undo(args: &RestoreArgs) -> Result<i32, LaunchError> {
             wal.display()
         )));
     }
-    let workspace =
-        super::workspace::for_restore(&wal, &first.run_id, &record.workspace, args.cwd.as_deref())?;
+    let workspace = super::workspace::resolve(
+        super::workspace::Named::Log {
+            wal: &wal,
+            run_id: &first.run_id,
+            recorded: &record.workspace,
+        },
+        args.cwd.as_deref(),
+    )?;
     let store = checkpoint::store_dir(&wal);
     let git = git(&store, &workspace);
     checkpoint::check_version().map_err(|e| store_error(&e.into()))?;
@@ -460,7 +513,26 @@ pub fn undo(args: &RestoreArgs) -> Result<i32, LaunchError> {
         print_plan(&plan);
         return Ok(0);
     }
+    // The log under its lock before the workspace is touched: a run of it
+    // going on now refuses the undo (exit 2, nothing changed).
+    let (mut log, _) = crate::store::Store::open(&wal, crate::store::StoreOptions::default())?;
     rewind::apply(&git, &workspace, &plan).map_err(|e| store_error(&e))?;
+    let mark = WorkspaceRestored {
+        force: args.force,
+        paths: plan.touched(),
+        conflicts: plan.conflicts.iter().map(|c| c.path.clone()).collect(),
+        undo: true,
+        ..record.clone()
+    };
+    log.append(Event::WorkspaceRestored(mark))
+        .and_then(|_| log.close())
+        .map_err(|e| {
+            LaunchError::failed(format!(
+                "{}: the workspace is back, but the undo could not be recorded: {e}; run the \
+                 same command again to record it",
+                wal.display()
+            ))
+        })?;
     crate::report::err_line(&format!(
         "undid the restore of {} to step {}: {} written back, {} removed, {} already so",
         workspace.display(),

@@ -151,6 +151,7 @@ pub(crate) fn request_body(model: &str, req: &ModelRequest, max_tokens: u32) -> 
             _ => messages.push((role, blocks)),
         }
     }
+    mark_cache_points(&mut messages);
     let messages: Vec<Value> = messages
         .into_iter()
         .map(|(role, content)| json!({"role": role, "content": content}))
@@ -160,18 +161,59 @@ pub(crate) fn request_body(model: &str, req: &ModelRequest, max_tokens: u32) -> 
         "max_tokens": max_tokens,
         "messages": messages,
     });
+    // The first breakpoint: the tools and the system prompt, which come
+    // first in the prompt and never change within a run.
+    let mut tools: Vec<Value> = req
+        .tools
+        .iter()
+        .map(
+            |t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}),
+        )
+        .collect();
     if !system.is_empty() {
-        body["system"] = json!(system.join("\n\n"));
+        body["system"] = json!([{
+            "type": "text",
+            "text": system.join("\n\n"),
+            "cache_control": cache_point(),
+        }]);
+    } else if let Some(last) = tools.last_mut() {
+        last["cache_control"] = cache_point();
     }
-    if !req.tools.is_empty() && req.purpose != Purpose::Summary {
-        let tools: Vec<Value> = req
-            .tools
-            .iter()
-            .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
-            .collect();
-        body["tools"] = Value::Array(tools);
+    if !tools.is_empty() {
+        body["tools"] = Value::Array(std::mem::take(&mut tools));
+        if req.purpose == Purpose::Summary {
+            // The run's tools, so the prefix is the run's; none may be called.
+            body["tool_choice"] = json!({"type": "none"});
+        }
     }
     body
+}
+
+/// `cache_control` of a prompt-cache breakpoint (the default five-minute
+/// lifetime).
+fn cache_point() -> Value {
+    json!({"type": "ephemeral"})
+}
+
+/// Marks the request's breakpoints in its messages: the last message (the
+/// prefix the next request reads from the cache) and the last user message
+/// before the latest assistant turn, which ended the previous request, so
+/// that prefix is found however many blocks the step added (the API looks
+/// back only about 20 blocks from a breakpoint). With the system prompt's,
+/// at most three of the four the API allows.
+fn mark_cache_points(messages: &mut [(&'static str, Vec<Value>)]) {
+    let Some(last) = messages.len().checked_sub(1) else {
+        return;
+    };
+    let previous = messages[..last]
+        .iter()
+        .rposition(|(role, _)| *role == "assistant")
+        .and_then(|a| messages[..a].iter().rposition(|(role, _)| *role == "user"));
+    for i in std::iter::once(last).chain(previous) {
+        if let Some(block) = messages[i].1.last_mut() {
+            block["cache_control"] = cache_point();
+        }
+    }
 }
 
 fn blocks_of(m: &Message) -> (&'static str, Vec<Value>) {
@@ -341,6 +383,7 @@ mod tests {
             .into(),
             purpose: Purpose::Step,
             step: 3,
+            cache_key: None,
         };
         let body = request_body("claude", &req, 1234);
         assert_eq!(
@@ -348,11 +391,12 @@ mod tests {
             json!({
                 "model": "claude",
                 "max_tokens": 1234,
-                "system": "sys",
+                "system": [{"type": "text", "text": "sys", "cache_control": {"type": "ephemeral"}}],
                 "tools": [{"name": "bash", "description": "run", "input_schema": {"type": "object"}}],
                 "messages": [
                     {"role": "user", "content": [
-                        {"type": "text", "text": "task"}, {"type": "text", "text": "more"}]},
+                        {"type": "text", "text": "task"},
+                        {"type": "text", "text": "more", "cache_control": {"type": "ephemeral"}}]},
                     {"role": "assistant", "content": [
                         {"type": "text", "text": "thinking"},
                         {"type": "tool_use", "id": "a", "name": "bash", "input": {"command": "ls"}},
@@ -361,10 +405,57 @@ mod tests {
                     {"role": "user", "content": [
                         {"type": "tool_result", "tool_use_id": "a", "content": "files", "is_error": false},
                         {"type": "tool_result", "tool_use_id": "b", "content": "bad args", "is_error": true},
-                        {"type": "text", "text": "[Resumed] notice"}]}
+                        {"type": "text", "text": "[Resumed] notice",
+                         "cache_control": {"type": "ephemeral"}}]}
                 ]
             })
         );
+        // The summarizer: the same prefix, the same tools, none callable.
+        let summary = ModelRequest {
+            purpose: Purpose::Summary,
+            ..req.clone()
+        };
+        let s = request_body("claude", &summary, 1234);
+        assert_eq!(s["tool_choice"], json!({"type": "none"}));
+        assert_eq!(s["tools"], body["tools"]);
+        assert_eq!(s["messages"], body["messages"]);
+        assert_eq!(s["system"], body["system"]);
+    }
+
+    #[test]
+    fn breakpoints_are_at_most_four_and_skip_assistant_turns() {
+        let call = |id: &str| ToolCall {
+            id: id.into(),
+            name: "bash".into(),
+            arguments: "{}".into(),
+        };
+        let mut messages = vec![Message::system("sys"), Message::user("task")];
+        for i in 0..5 {
+            let id = format!("c{i}");
+            messages.push(Message::assistant("", vec![call(&id)]));
+            messages.push(Message::tool(&id, "bash", "out", false));
+        }
+        let req = ModelRequest {
+            messages: messages.into(),
+            tools: std::sync::Arc::default(),
+            purpose: Purpose::Step,
+            step: 6,
+            cache_key: None,
+        };
+        let body = request_body("claude", &req, 10);
+        let text = body.to_string();
+        assert_eq!(text.matches("cache_control").count(), 3, "{text}");
+        let marked: Vec<usize> = body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.to_string().contains("cache_control"))
+            .map(|(i, _)| i)
+            .collect();
+        // The last message and the one that ended the previous request.
+        assert_eq!(marked, vec![8, 10]);
+        assert!(body.get("tools").is_none(), "no tools, no tool list");
     }
 
     #[test]

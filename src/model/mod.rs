@@ -10,7 +10,9 @@ use crate::tools::ToolSpec;
 pub enum Purpose {
     /// A normal step of the loop.
     Step,
-    /// A compaction summary (no tools are advertised).
+    /// A compaction summary: the run's own prefix (tools, system prompt,
+    /// messages), so it is served from the prompt cache, with `tool_choice`
+    /// none and the summarizer's instruction last.
     Summary,
 }
 
@@ -25,6 +27,9 @@ pub struct ModelRequest {
     pub purpose: Purpose,
     /// The step this request is for (the script provider picks its turn by it).
     pub step: u64,
+    /// The run's id: the OpenAI APIs' `prompt_cache_key`, which routes a
+    /// run's requests to the servers that hold its cached prefix.
+    pub cache_key: Option<std::sync::Arc<str>>,
 }
 
 /// A request as its provider puts it on the wire: the JSON body, serialized

@@ -670,6 +670,7 @@ mod tests {
             tools: std::sync::Arc::default(),
             purpose: Purpose::Step,
             step: 2,
+            cache_key: None,
         };
         let body = request_body("m", &req, false);
         assert_eq!(

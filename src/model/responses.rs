@@ -163,7 +163,15 @@ pub(crate) fn request_body(cfg: &ProviderConfig, req: &ModelRequest) -> Value {
     if let Some(effort) = cfg.reasoning_effort {
         body["reasoning"] = json!({"effort": effort.as_str()});
     }
-    if !req.tools.is_empty() && req.purpose != Purpose::Summary {
+    if let Some(key) = &req.cache_key {
+        body["prompt_cache_key"] = json!(key);
+    }
+    // The summarizer sees the run's tools too (its prefix is the run's) and
+    // may call none of them.
+    if req.purpose == Purpose::Summary && !req.tools.is_empty() {
+        body["tool_choice"] = json!("none");
+    }
+    if !req.tools.is_empty() {
         let tools: Vec<Value> = req
             .tools
             .iter()

@@ -206,7 +206,7 @@ fn default_summary(req: &ModelRequest) -> String {
     let task = req
         .messages
         .iter()
-        .find(|m| m.role == Role::User)
+        .find(|m| m.role == Role::User && !crate::session::is_plan_message(m))
         .map(|m| crate::text::cut_chars(&m.content, 200, ""))
         .unwrap_or_default();
     let calls: usize = req.messages.iter().map(|m| m.tool_calls.len()).sum();

@@ -61,6 +61,7 @@ struct Sent {
 /// What [`WireRest`] is made of.
 struct RestKey {
     model: String,
+    cache_key: Option<std::sync::Arc<str>>,
     effort: Option<&'static str>,
     stream: bool,
     summary: bool,
@@ -72,6 +73,7 @@ impl RestKey {
     /// registry's shared list), by value only when that differs.
     fn same(&self, other: &RestKey) -> bool {
         self.model == other.model
+            && self.cache_key == other.cache_key
             && self.effort == other.effort
             && self.stream == other.stream
             && self.summary == other.summary
@@ -113,6 +115,7 @@ impl WireCache {
         kept.extend(new.iter().map(entry));
         let key = RestKey {
             model: model.to_string(),
+            cache_key: req.cache_key.clone(),
             effort,
             stream,
             summary: req.purpose == Purpose::Summary,
@@ -219,17 +222,24 @@ pub(crate) fn request_tree(
     tree
 }
 
-/// Everything but the messages: `{"model", "reasoning_effort", "stream",
-/// "stream_options", "tools"}`.
+/// Everything but the messages: `{"model", "prompt_cache_key",
+/// "reasoning_effort", "stream", "stream_options", "tool_choice", "tools"}`,
+/// in that (alphabetical) order.
 #[derive(Serialize)]
 struct WireRest<'a> {
     model: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompt_cache_key: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     reasoning_effort: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     stream: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     stream_options: Option<StreamOptions>,
+    /// `none` for the summarizer: it sees the run's tools (so its prefix
+    /// is the run's) and may call none of them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tools: Option<Vec<WireTool<'a>>>,
 }
@@ -246,7 +256,7 @@ impl<'a> WireRest<'a> {
         stream: bool,
         effort: Option<&'static str>,
     ) -> Self {
-        let tools = (!req.tools.is_empty() && req.purpose != Purpose::Summary).then(|| {
+        let tools = (!req.tools.is_empty()).then(|| {
             req.tools
                 .iter()
                 .map(|t| WireTool {
@@ -261,11 +271,13 @@ impl<'a> WireRest<'a> {
         });
         WireRest {
             model,
+            prompt_cache_key: req.cache_key.as_deref(),
             reasoning_effort: effort,
             stream: stream.then_some(true),
             stream_options: stream.then_some(StreamOptions {
                 include_usage: true,
             }),
+            tool_choice: (tools.is_some() && req.purpose == Purpose::Summary).then_some("none"),
             tools,
         }
     }
@@ -399,6 +411,7 @@ mod tests {
             tools: vec![tool].into(),
             purpose,
             step: 3,
+            cache_key: None,
         }
     }
 
@@ -436,7 +449,12 @@ mod tests {
             for stream in [false, true] {
                 let tree = check(&mut WireCache::default(), &request(view(), purpose), stream);
                 assert_eq!(tree["stream"].as_bool(), stream.then_some(true));
-                assert_eq!(tree["tools"].is_array(), purpose == Purpose::Step);
+                // The summarizer sees the run's tools and may call none.
+                assert!(tree["tools"].is_array());
+                assert_eq!(
+                    tree["tool_choice"].as_str(),
+                    (purpose == Purpose::Summary).then_some("none")
+                );
                 assert_eq!(tree["messages"][2]["content"], "thinking");
                 assert_eq!(tree["messages"][5]["content"], "");
                 assert!(tree["messages"][6]["content"].is_null());

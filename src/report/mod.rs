@@ -548,6 +548,14 @@ impl Output {
                 }
             )),
             // The person typed it: not echoed.
+            Event::WorkspaceRestored(r) if r.undo => self.say(&format!(
+                "    ⎌ restore to step {} undone: {} path{} put back, {} conflict{}",
+                r.step,
+                r.paths.len(),
+                if r.paths.len() == 1 { "" } else { "s" },
+                r.conflicts.len(),
+                if r.conflicts.len() == 1 { "" } else { "s" }
+            )),
             Event::WorkspaceRestored(r) => self.say(&format!(
                 "    ⎌ workspace restored to step {}: {} path{} changed, {} conflict{}",
                 r.step,

@@ -7,6 +7,7 @@ use super::{
 };
 use super::{Status, plan};
 use crate::event::{Event, Message, Role};
+use crate::kinds::PlanPin;
 
 impl State {
     /// Adds a message to the full history when it is kept.
@@ -28,22 +29,34 @@ impl State {
                 let mut start = vec![Message::system(&r.system_prompt)];
                 // A chat starts with no task: its first message is a
                 // `user.message`, and the run waits for it.
+                // The plan (none yet) is pinned after the system prompt.
+                let appended = r.plan_enabled && r.settings.plan_pin() == PlanPin::Append;
+                if appended {
+                    start.push(plan_message(None));
+                }
                 if !(r.settings.chat && r.task.is_empty()) {
                     start.push(Message::user(&r.task));
                 }
                 self.chat_waiting = r.settings.chat && r.task.is_empty();
                 self.messages = if self.keep_history {
-                    start.clone()
+                    // The history is the conversation: no plan message.
+                    start
+                        .iter()
+                        .filter(|m| !is_plan_message(m))
+                        .cloned()
+                        .collect()
                 } else {
                     Vec::new()
                 };
                 self.view = start.into();
                 self.last_compaction = None;
                 self.last_request = None;
+                self.plan_message_due = false;
                 self.limits = r.limits.clone();
                 self.run = Some(r.clone());
             }
             Event::ModelResponse(r) => {
+                self.append_due_plan();
                 self.step = r.step;
                 self.last_request = (r.usage.all_input() > 0 && r.request_bytes > 0).then_some(
                     super::MeasuredRequest {
@@ -95,6 +108,9 @@ impl State {
                 let msg = Message::tool(&t.call_id, &t.name, &t.content, t.is_error);
                 self.remember(&msg);
                 self.view.push(msg);
+                if self.pending.is_empty() {
+                    self.append_due_plan();
+                }
                 if t.name == plan::TOOL_NAME && !t.is_error && !t.interrupted {
                     self.plan_update_due = Some(PlanUpdateDue {
                         call_id: t.call_id.clone(),
@@ -119,6 +135,12 @@ impl State {
                     version: p.version,
                     diff: p.diff.clone(),
                 });
+                if self.plan_appended() {
+                    self.plan_message_due = true;
+                    if self.pending.is_empty() {
+                        self.append_due_plan();
+                    }
+                }
             }
             Event::Compaction(c) => {
                 self.compaction_requested = false;
@@ -128,17 +150,24 @@ impl State {
                     // Only the summarizer's cost: the view is unchanged.
                     return;
                 }
-                let mut view = Vec::with_capacity(c.view.len() + 1);
+                let mut view = Vec::with_capacity(c.view.len() + 2);
                 view.push(self.system_message());
                 view.extend(c.view.iter().cloned());
                 self.view = view.into();
+                if self.plan_appended() {
+                    // The summary, then the current plan, then the kept
+                    // messages without the plan messages they carried.
+                    self.pin_plan(2);
+                }
                 self.compactions = self.compactions.saturating_add(1);
                 self.last_request = None;
                 self.last_compaction = Some(CompactionMark {
                     step: c.step,
                     summary: c.summary.clone(),
                     messages_before: self.messages.len(),
-                    view_len: c.view.len(),
+                    // With the plan pinned in it, the view the compaction
+                    // left is one longer than its record's.
+                    view_len: self.view.len() - 1,
                 });
             }
             Event::HookBlocked(_) => {
@@ -174,6 +203,12 @@ impl State {
             }
             Event::Resume(r) => {
                 self.resumes = self.resumes.saturating_add(1);
+                if self.plan_appended() {
+                    // The plan after the system prompt (the summary), the
+                    // notice appended after what came before.
+                    let at = if self.compacted() { 2 } else { 1 };
+                    self.pin_plan(at);
+                }
                 // A resumed run is running again, whatever stopped it.
                 self.status = Status::Running;
                 self.finished_reason = None;
@@ -207,6 +242,7 @@ impl State {
                 self.finished_reason.clone_from(&f.reason);
             }
             Event::UserMessage(m) => {
+                self.append_due_plan();
                 self.format_errors = 0;
                 if m.source != crate::event::TRUNCATED_SOURCE {
                     self.truncated_in_row = 0;
@@ -220,6 +256,7 @@ impl State {
             // conversation goes on from the fork's last step.
             Event::WorkspaceRestored(_) => {}
             Event::ChatWaiting(w) => {
+                self.append_due_plan();
                 self.chat_waiting = true;
                 if let Some(sig) = &w.interrupted {
                     let msg = Message::user(crate::event::chat_interrupted_text(sig));
@@ -295,27 +332,70 @@ impl State {
         self.run.as_ref().is_some_and(|r| r.plan_enabled)
     }
 
-    /// The pinned plan message (`[Current plan]` then the rendered plan, or a
-    /// line saying there is none yet). `None` when the plan is disabled.
-    pub fn plan_block(&self) -> Option<Message> {
-        if !self.plan_enabled() {
-            return None;
-        }
-        let body = plan::render(self.plan.as_ref());
-        Some(Message::user(format!("{}\n{body}", plan::BLOCK_HEADER)))
+    /// Whether the plan's messages are part of the view (`plan.pin =
+    /// "append"`), rather than pinned per request.
+    pub fn plan_appended(&self) -> bool {
+        self.run
+            .as_ref()
+            .is_some_and(|r| r.plan_enabled && r.settings.plan_pin() == PlanPin::Append)
     }
 
-    /// What the model is sent for a step: the view, with the plan block (when
-    /// the plan is enabled) right after the system prompt, or right after the
-    /// compaction summary when the view is compacted.
+    /// The plan message (`[Current plan]` then the rendered plan, or a
+    /// line saying there is none yet). `None` when the plan is disabled.
+    pub fn plan_block(&self) -> Option<Message> {
+        self.plan_enabled()
+            .then(|| plan_message(self.plan.as_ref()))
+    }
+
+    /// Appends the current plan's message when a plan change is waiting for
+    /// its step's last result.
+    fn append_due_plan(&mut self) {
+        if std::mem::take(&mut self.plan_message_due) {
+            let block = plan_message(self.plan.as_ref());
+            self.view.push(block);
+        }
+    }
+
+    /// Rebuilds the view with the current plan at `at` and no other plan
+    /// message: earlier ones are stale, and the model reads the last
+    /// `[Current plan]` message as the plan.
+    fn pin_plan(&mut self, at: usize) {
+        self.plan_message_due = false;
+        let block = plan_message(self.plan.as_ref());
+        let view: &mut Vec<Message> = &mut self.view;
+        view.retain(|m| !is_plan_message(m));
+        view.insert(at.min(view.len()), block);
+    }
+
+    /// What the model is sent for a step: the view. With `plan.pin =
+    /// "head"` the plan block is pinned right after the system prompt (right
+    /// after the compaction summary when the view is compacted); with
+    /// `append` the view carries the plan messages itself.
     pub fn model_messages(&self) -> super::View {
-        // Shared with the state; copied only to pin the plan block.
+        // Shared with the state; copied only to add a plan message.
         let mut out = self.view.clone();
-        if let Some(block) = self.plan_block() {
+        if self.plan_appended() {
+            if self.plan_message_due {
+                // Asked before the step's calls all have results (not the
+                // loop's way): the plan still goes last.
+                out.push(plan_message(self.plan.as_ref()));
+            }
+        } else if let Some(block) = self.plan_block() {
             let at = if self.compacted() { 2 } else { 1 };
             let at = at.min(out.len());
             out.insert(at, block);
         }
         out
     }
+}
+
+/// The message that carries the plan: `[Current plan]`, then the plan.
+fn plan_message(p: Option<&Plan>) -> Message {
+    Message::user(format!("{}\n{}", plan::BLOCK_HEADER, plan::render(p)))
+}
+
+/// Whether `m` is a plan message (a user message that starts with
+/// `[Current plan]`).
+pub(crate) fn is_plan_message(m: &Message) -> bool {
+    m.role == Role::User && m.content.starts_with(plan::BLOCK_HEADER)
 }

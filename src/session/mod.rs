@@ -4,8 +4,12 @@
 //! the agent appends a record, then applies it; resume replays the same records
 //! through the same function. There is no second path that could drift.
 //!
-//! [`State::model_messages`] is what the model is sent for a step: the view
-//! with the pinned `[Current plan]` block when the run has the plan enabled.
+//! [`State::model_messages`] is what the model is sent for a step: the view,
+//! which only grows between compactions and resumes, so each request is the
+//! last one plus what was added (section 16). With the plan enabled, a
+//! `[Current plan]` message is appended after every step that changed the
+//! plan, and pinned after the system prompt (or the summary) when the view
+//! is rebuilt; `plan.pin = "head"` instead re-pins one block per request.
 //! [`plan`] holds the pure plan rules and renderings.
 
 mod fold;
@@ -19,6 +23,7 @@ mod tests;
 mod view;
 
 use crate::event::{Event, Limits, Message, PlanItem, RunStarted, RunStatus, Usage};
+pub(crate) use fold::is_plan_message;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 pub use view::View;
@@ -134,6 +139,10 @@ impl Status {
 
 /// Everything the log says about a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "independent facts the records set, each its own member"
+)]
 pub struct State {
     /// The `run.started` record (None before it is applied).
     pub run: Option<RunStarted>,
@@ -147,8 +156,10 @@ pub struct State {
     /// Whether `messages` is maintained.
     #[serde(default = "yes")]
     pub keep_history: bool,
-    /// What the model is sent, minus the pinned plan block: the system prompt
-    /// first; after a compaction, the compaction's view follows it.
+    /// What the model is sent: the system prompt first; after a compaction,
+    /// the compaction's view follows it. With `plan.pin = "append"` the
+    /// `[Current plan]` messages are part of it; with `head` the pinned
+    /// block is added per request ([`State::model_messages`]).
     pub view: View,
     /// Calls of the latest model response that have no result yet, in order.
     pub pending: Vec<PendingCall>,
@@ -192,6 +203,11 @@ pub struct State {
     /// missing record (the model was already told the plan changed).
     #[serde(default)]
     pub plan_update_due: Option<PlanUpdateDue>,
+    /// The plan changed while calls of its step still had no result: its
+    /// `[Current plan]` message goes after the step's last result (between
+    /// results it would split calls from their answers).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub plan_message_due: bool,
     /// The latest step request whose size the server reported (its body's
     /// length and prompt tokens): the base of the next compaction decision.
     /// Cleared by a compaction, which makes the count stale.
@@ -283,7 +299,9 @@ pub struct CompactionMark {
     pub summary: String,
     /// `messages.len()` when the compaction was applied.
     pub messages_before: usize,
-    /// Length of the compaction record's `view` (`view[1..=view_len]` is it).
+    /// Length of the view the compaction left, after the system prompt
+    /// (`view[1..=view_len]` is it: the record's `view`, with the plan
+    /// pinned after the summary when the plan's messages are appended).
     pub view_len: usize,
 }
 
@@ -347,6 +365,7 @@ impl Default for State {
             records: 0,
             last_compaction: None,
             plan_update_due: None,
+            plan_message_due: false,
             last_request: None,
             last_checkpoint: None,
             checkpoint_due: None,

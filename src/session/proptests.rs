@@ -5,6 +5,7 @@
 use super::testkit::*;
 use super::*;
 use crate::event::{Event, Limits, Message, PlanStatus, Role, RunStatus, ToolResult, Usage};
+use crate::kinds::PlanPin;
 use proptest::prelude::*;
 
 /// One thing that can happen in a generated run.
@@ -57,8 +58,9 @@ fn op() -> impl Strategy<Value = Op> {
 /// Turns generated operations into a record sequence the agent could have
 /// written: unanswered calls get synthesized results and a resume record
 /// before the run goes on.
-fn build(plan_enabled: bool, ops: &[Op]) -> Vec<Event> {
-    let mut events = vec![run_started(plan_enabled)];
+fn build(pin: Option<PlanPin>, ops: &[Op]) -> Vec<Event> {
+    let plan_enabled = pin.is_some();
+    let mut events = vec![run_started_pinned(pin)];
     let mut step = 0u64;
     let mut next_call = 0usize;
     let mut procs = 0usize;
@@ -177,7 +179,21 @@ fn build(plan_enabled: bool, ops: &[Op]) -> Vec<Event> {
 
 /// Random plausible runs (also used by the trajectory round-trip tests).
 pub(crate) fn run() -> impl Strategy<Value = Vec<Event>> {
-    (any::<bool>(), prop::collection::vec(op(), 0..40)).prop_map(|(plan, ops)| build(plan, &ops))
+    let pin = prop_oneof![
+        Just(None),
+        Just(Some(PlanPin::Head)),
+        Just(Some(PlanPin::Append))
+    ];
+    (pin, prop::collection::vec(op(), 0..40)).prop_map(|(pin, ops)| build(pin, &ops))
+}
+
+/// The content of the last `[Current plan]` message of `messages`.
+fn last_plan(messages: &[Message]) -> Option<&str> {
+    messages
+        .iter()
+        .rev()
+        .find(|m| is_plan_message(m))
+        .map(|m| m.content.as_str())
 }
 
 proptest! {
@@ -232,14 +248,59 @@ proptest! {
         prop_assert_eq!(s.usage, usage);
         prop_assert_eq!(s.cost_usd, cost);
         prop_assert_eq!(s.messages.len(), messages);
-        // The view never holds more than the history plus the summary.
-        prop_assert!(s.view.len() <= s.messages.len() + 1);
+        // The view never holds more than the history plus the summary
+        // (and the plan's messages).
+        let plans = s.view.iter().filter(|m| is_plan_message(m)).count();
+        prop_assert!(s.view.len() <= s.messages.len() + 1 + plans);
         prop_assert_eq!(s.view[0].role, Role::System);
+        let sent = s.model_messages();
         if s.plan_enabled() {
             let at = if s.compacted() { 2 } else { 1 };
-            prop_assert!(s.model_messages()[at.min(s.view.len())].content.starts_with(plan::BLOCK_HEADER));
+            if s.plan_appended() {
+                // The plan is the last plan message, whatever came after.
+                let block = s.plan_block();
+                prop_assert_eq!(last_plan(&sent), block.as_ref().map(|b| b.content.as_str()));
+            } else {
+                prop_assert!(sent[at.min(s.view.len())].content.starts_with(plan::BLOCK_HEADER));
+            }
         } else {
-            prop_assert_eq!(s.model_messages(), s.view.clone());
+            prop_assert_eq!(sent, s.view.clone());
+        }
+    }
+
+    /// With the plan appended, every request is the previous one plus what
+    /// was added, except the first after a compaction or a resume; and its
+    /// last plan message is the current plan.
+    #[test]
+    fn appended_plan_requests_only_grow(ops in prop::collection::vec(op(), 0..40)) {
+        let events = build(Some(PlanPin::Append), &ops);
+        let mut s = State::default();
+        let mut last: Option<Vec<Message>> = None;
+        for e in &events {
+            if matches!(e, Event::Compaction(_) | Event::Resume(_)) {
+                last = None;
+            }
+            if matches!(e, Event::ModelResponse(_)) {
+                // The request this response answered.
+                let sent = s.model_messages().to_vec();
+                if let Some(before) = &last {
+                    prop_assert!(sent.len() >= before.len());
+                    prop_assert_eq!(&sent[..before.len()], &before[..]);
+                }
+                let block = s.plan_block();
+                prop_assert_eq!(last_plan(&sent), block.as_ref().map(|b| b.content.as_str()));
+                // No plan message splits a call from its results.
+                for (i, m) in sent.iter().enumerate().skip(1) {
+                    let prev = &sent[i - 1];
+                    let in_results = prev.role == Role::Tool
+                        || (prev.role == Role::Assistant && !prev.tool_calls.is_empty());
+                    if is_plan_message(m) && in_results {
+                        prop_assert!(sent.get(i + 1).is_none_or(|n| n.role != Role::Tool));
+                    }
+                }
+                last = Some(sent);
+            }
+            s.apply(e);
         }
     }
 

@@ -3,6 +3,12 @@
 use crate::event::*;
 
 pub fn run_started(plan_enabled: bool) -> Event {
+    run_started_pinned(plan_enabled.then_some(crate::kinds::PlanPin::Head))
+}
+
+/// A run with the plan where `pin` says (`None`: no plan).
+pub fn run_started_pinned(pin: Option<crate::kinds::PlanPin>) -> Event {
+    let plan_enabled = pin.is_some();
     Event::RunStarted(RunStarted {
         schema_version: SCHEMA_VERSION,
         run_id: "r1".into(),
@@ -22,7 +28,10 @@ pub fn run_started(plan_enabled: bool) -> Event {
         },
         forked_from: None,
         system_prompt: "you are an agent".into(),
-        settings: RunSettings::default(),
+        settings: RunSettings {
+            plan_pin: pin,
+            ..RunSettings::default()
+        },
     })
 }
 

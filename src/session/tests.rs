@@ -442,3 +442,117 @@ fn a_snapshot_body_with_the_old_compacted_member_still_loads() {
     assert_eq!(back, s);
     assert!(back.compacted());
 }
+
+/// `plan.pin = "append"`: the plan's messages are part of the view.
+fn appended() -> Event {
+    run_started_pinned(Some(crate::kinds::PlanPin::Append))
+}
+
+#[test]
+fn an_appended_plan_follows_the_steps_last_result_and_requests_only_grow() {
+    let mut s = fold(&[appended()]);
+    let first = s.model_messages().to_vec();
+    assert_eq!(first.len(), 3);
+    assert_eq!(
+        first[1].content,
+        "[Current plan]\n(no plan yet: call update_plan to make one)"
+    );
+    assert_eq!(first[2], Message::user("fix the bug"));
+    // One step: update_plan, then bash. The plan message waits for the
+    // bash result: between the results it would split them from the call.
+    for e in [
+        response(
+            1,
+            "",
+            vec![call("p", "update_plan"), call("b", "bash")],
+            (1, 1),
+            0.0,
+        ),
+        started(1, "p", "update_plan"),
+        result(1, "p", "update_plan", "plan updated", false),
+        plan_updated(1, 1, vec![item("1", "a", PlanStatus::InProgress)], ""),
+        started(1, "b", "bash"),
+    ] {
+        s.apply(&e);
+    }
+    assert!(s.plan_message_due);
+    s.apply(&result(1, "b", "bash", "out", false));
+    let second = s.model_messages().to_vec();
+    assert_eq!(
+        &second[..first.len()],
+        &first[..],
+        "the first request is a prefix"
+    );
+    assert_eq!(second.len(), first.len() + 4);
+    assert_eq!(second[4].tool_call_id.as_deref(), Some("p"));
+    assert_eq!(second[5].tool_call_id.as_deref(), Some("b"));
+    assert_eq!(second[6].content, "[Current plan]\n[>] 1 a");
+    // A step without a plan change appends only its own messages.
+    s.apply(&response(2, "", vec![call("c", "bash")], (1, 1), 0.0));
+    s.apply(&result(2, "c", "bash", "out", false));
+    let third = s.model_messages().to_vec();
+    assert_eq!(&third[..second.len()], &second[..]);
+    assert_eq!(third.len(), second.len() + 2);
+    // The history (inspect, export) is the conversation alone.
+    assert!(!s.messages.iter().any(crate::session::is_plan_message));
+}
+
+#[test]
+fn compaction_and_resume_pin_the_current_plan_once() {
+    let mut s = fold(&[
+        appended(),
+        response(1, "", vec![call("p", "update_plan")], (1, 1), 0.0),
+        result(1, "p", "update_plan", "ok", false),
+        plan_updated(1, 1, vec![item("1", "a", PlanStatus::Pending)], ""),
+        response(2, "", vec![call("q", "update_plan")], (1, 1), 0.0),
+        result(2, "q", "update_plan", "ok", false),
+        plan_updated(2, 2, vec![item("1", "a", PlanStatus::Done)], ""),
+    ]);
+    let plans = |s: &crate::session::State| {
+        s.model_messages()
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| crate::session::is_plan_message(m))
+            .map(|(i, m)| (i, m.content.clone()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(plans(&s).len(), 3, "none yet, then two changes");
+    assert_eq!(plans(&s).last().unwrap().1, "[Current plan]\n[x] 1 a");
+    // A resume pins the plan after the system prompt, alone, and appends
+    // its notice.
+    let mut r = s.clone();
+    r.apply(&resume("[Resumed] after a crash", None, None));
+    assert_eq!(plans(&r), vec![(1, "[Current plan]\n[x] 1 a".to_string())]);
+    assert_eq!(
+        r.model_messages().last().unwrap().content,
+        "[Resumed] after a crash"
+    );
+    // A compaction pins it after the summary; the plan messages among the
+    // kept messages go.
+    let kept = s.view[s.view.len() - 3..].to_vec();
+    assert!(kept.iter().any(crate::session::is_plan_message));
+    s.apply(&compaction(2, "the summary", kept, (1, 1), 0.0));
+    let sent = s.model_messages();
+    assert!(sent[1].content.contains("the summary"));
+    assert_eq!(plans(&s), vec![(2, "[Current plan]\n[x] 1 a".to_string())]);
+    assert_eq!(sent[3].tool_calls[0].id, "q");
+}
+
+#[test]
+fn a_head_pinned_plan_keeps_the_earlier_layout() {
+    let s = fold(&[
+        run_started_pinned(Some(crate::kinds::PlanPin::Head)),
+        response(1, "", vec![call("p", "update_plan")], (1, 1), 0.0),
+        result(1, "p", "update_plan", "ok", false),
+        plan_updated(1, 1, vec![item("1", "a", PlanStatus::Pending)], ""),
+    ]);
+    let sent = s.model_messages();
+    assert_eq!(sent[1].content, "[Current plan]\n[ ] 1 a");
+    assert_eq!(
+        sent.iter()
+            .filter(|m| crate::session::is_plan_message(m))
+            .count(),
+        1
+    );
+    assert!(!s.view.iter().any(crate::session::is_plan_message));
+}

@@ -21,12 +21,20 @@ use serde_json::{Value, json};
 /// `forked_from`.
 ///
 /// `compaction.view` is the latest compaction's view (without the system
-/// prompt) and `messages_before` says after how many messages it happened,
-/// so that [`import`](super::import) rebuilds the same model view.
+/// prompt, and without the plan's messages: the plan is pinned anew when
+/// the run is imported) and `messages_before` says after how many messages
+/// it happened, so that [`import`](super::import) rebuilds the same model
+/// view.
 pub fn export_v2(state: &State) -> Value {
     let run = state.run.as_ref();
     let compaction = state.last_compaction.as_ref().map(|c| {
-        let view = state.view.get(1..=c.view_len).unwrap_or(&[]);
+        let view: Vec<&crate::event::Message> = state
+            .view
+            .get(1..=c.view_len)
+            .unwrap_or(&[])
+            .iter()
+            .filter(|m| !crate::session::is_plan_message(m))
+            .collect();
         json!({
             "view": view,
             "summary": c.summary,

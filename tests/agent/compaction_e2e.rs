@@ -32,20 +32,27 @@ fn compaction_summarizes_without_tools_and_the_next_request_is_pinned() {
     assert_eq!(sums.len(), 1, "exactly one summarizer call");
     assert_eq!(sums[0].0, 4, "it came right before the fifth step");
 
-    // The summarizer: no tools, the task, the history and the current plan.
+    // The summarizer: the run's own request (the same tools, system prompt
+    // and messages, so its prefix is cached), no tool it may call, the
+    // current plan among its messages, and its instruction last.
     let sum = &sums[0].1;
-    assert!(sum.get("tools").is_none() && sum.get("tool_choice").is_none());
+    assert_eq!(sum["tool_choice"], "none");
+    assert_eq!(sum["tools"], steps[3].1["tools"], "the run's tools");
+    let prefix = messages(&steps[3].1);
+    assert_eq!(
+        &messages(sum)[..prefix.len()],
+        &prefix[..],
+        "the last step request's prefix"
+    );
+    assert_eq!(current_plan(sum), format!("{PLAN_HEADER}\n{V1}"));
     let text: String = messages(sum).iter().map(content).collect();
     assert!(text.contains(TASK));
-    // The plan itself, not only the update_plan result in the history.
-    let beyond_history = text.replace(&format!("Plan updated to version 1:\n{V1}"), "");
-    assert!(
-        beyond_history.contains(V1),
-        "the plan is given to it: {text}"
-    );
     assert!(text.contains("aaaaaaaa"), "the history is given to it");
-    assert!(text.contains("\"look around\""), "the update_plan call too");
-    assert!(!text.contains("echo k2"), "the kept tail is not summarized");
+    assert!(sum.to_string().contains("echo k2"), "the latest step too");
+    let last = messages(sum).last().unwrap();
+    assert_eq!(last["role"], "user");
+    assert!(content(last).starts_with("[Compaction]"), "{last}");
+    assert!(content(last).contains("Do not call any tool"), "{last}");
 
     // The record.
     let recs = read_log(&sb.wal());
@@ -170,7 +177,7 @@ fn a_failing_summarizer_leaves_the_run_uncompacted() {
     );
     assert_eq!(steps.len(), 6);
     for (_, req) in &steps {
-        assert_eq!(plan_blocks(req).len(), 1);
+        assert!(current_plan(req).starts_with(PLAN_HEADER));
         assert_eq!(content(&messages(req)[2]), TASK, "uncompacted view");
         assert!(!req.to_string().contains(SUMMARY_PREFIX));
     }
@@ -281,7 +288,7 @@ fn small_steps_run(
     let done = std::sync::atomic::AtomicU64::new(0);
     let server = crate::support::mock::MockServer::start_with(vec![], move |req| {
         let len = serde_json::to_vec(&req.body).unwrap().len() as u64;
-        if !req.has_tools() {
+        if req.is_summary() {
             return MockReply::text(SUMMARY).with_usage(prompt_tokens(len), 5);
         }
         let n = done.fetch_add(1, std::sync::atomic::Ordering::SeqCst);

@@ -251,7 +251,15 @@ fn inspect_json_on_a_clean_crashed_log_reports_the_contract_members() {
                 "exit_code": null, "signal": null
             }],
             "usage": {"input_tokens": 300, "output_tokens": 50, "cached_input_tokens": 0,
-                "cache_write_tokens": 0, "reasoning_tokens": 0, "cost_usd": 0.75, "cost_known": true},
+                "cache_write_tokens": 0, "reasoning_tokens": 0, "cost_usd": 0.75, "cost_known": true,
+                // The log names no price: the cost came with its records.
+                "cost_by_kind": null,
+                "last_steps": [
+                    {"step": 1, "input_tokens": 100, "cached_input_tokens": 0,
+                        "cache_write_tokens": 0, "output_tokens": 20, "cost_usd": 0.25},
+                    {"step": 2, "input_tokens": 200, "cached_input_tokens": 0,
+                        "cache_write_tokens": 0, "output_tokens": 30, "cost_usd": 0.5}
+                ]},
             "snapshot": null
         })
     );

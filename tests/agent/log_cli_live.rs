@@ -117,7 +117,10 @@ fn inspect_names_the_snapshot_that_covers_the_log() {
     assert_eq!(
         v["usage"],
         json!({"input_tokens": 10, "output_tokens": 1, "cached_input_tokens": 0,
-            "cache_write_tokens": 0, "reasoning_tokens": 0, "cost_usd": 0.5, "cost_known": true})
+            "cache_write_tokens": 0, "reasoning_tokens": 0, "cost_usd": 0.5, "cost_known": true,
+            "cost_by_kind": null,
+            "last_steps": [{"step": 1, "input_tokens": 10, "cached_input_tokens": 0,
+                "cache_write_tokens": 0, "output_tokens": 1, "cost_usd": 0.5}]})
     );
 }
 

@@ -54,6 +54,7 @@ fn request(purpose: Purpose) -> ModelRequest {
         .into(),
         purpose,
         step: 2,
+        cache_key: None,
     }
 }
 
@@ -112,25 +113,28 @@ async fn request_shape_headers_and_reply() {
         json!({
             "model": "claude-test",
             "max_tokens": 8192,
-            "system": "sys prompt",
+            "system": [{"type": "text", "text": "sys prompt",
+                "cache_control": {"type": "ephemeral"}}],
             "tools": [{"name": "read", "description": "Read a file",
                 "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}}],
             "messages": [
-                {"role": "user", "content": [{"type": "text", "text": "task"}]},
+                {"role": "user", "content": [{"type": "text", "text": "task",
+                    "cache_control": {"type": "ephemeral"}}]},
                 {"role": "assistant", "content": [
                     {"type": "tool_use", "id": "t1", "name": "bash", "input": {"command": "ls"}},
                     {"type": "tool_use", "id": "t2", "name": "read", "input": {"raw_arguments": "{oops"}}]},
                 {"role": "user", "content": [
                     {"type": "tool_result", "tool_use_id": "t1", "content": "a.txt", "is_error": false},
                     {"type": "tool_result", "tool_use_id": "t2",
-                     "content": "arguments are not valid JSON", "is_error": true}]}
+                     "content": "arguments are not valid JSON", "is_error": true,
+                     "cache_control": {"type": "ephemeral"}}]}
             ]
         })
     );
-    assert!(
-        recorded[1].body.get("tools").is_none(),
-        "summary request carried tools"
-    );
+    // The summarizer: the same prefix, the run's tools, none callable.
+    assert_eq!(recorded[1].body["tool_choice"], json!({"type": "none"}));
+    assert_eq!(recorded[1].body["tools"], recorded[0].body["tools"]);
+    assert_eq!(recorded[1].body["messages"], recorded[0].body["messages"]);
     server.assert_no_violations();
 }
 

@@ -249,6 +249,9 @@ fn a_v2_log_from_before_native_items_resumes() {
             "--provider",
             "openai",
         ])
+        // A log from elsewhere: the person says where it works.
+        .arg("--cwd")
+        .arg(ws)
         .arg("--base-url")
         .arg(server.base_url())
         .env_remove("OPENAI_API_KEY")

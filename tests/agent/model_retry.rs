@@ -23,6 +23,7 @@ fn request() -> ModelRequest {
         tools: std::sync::Arc::default(),
         purpose: Purpose::Step,
         step: 1,
+        cache_key: None,
     }
 }
 

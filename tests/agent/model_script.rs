@@ -21,6 +21,7 @@ fn request(step: u64, purpose: Purpose) -> ModelRequest {
         tools: std::sync::Arc::default(),
         purpose,
         step,
+        cache_key: None,
     }
 }
 

@@ -45,7 +45,7 @@ fn v1_args() -> Value {
 }
 
 #[test]
-fn plan_block_is_pinned_in_every_request_and_the_history_diffs() {
+fn the_last_plan_message_of_every_request_is_the_current_plan_and_the_history_diffs() {
     let sb = Sandbox::new();
     let server = split_server(
         vec![
@@ -86,7 +86,7 @@ fn plan_block_is_pinned_in_every_request_and_the_history_diffs() {
     let expected = [NO_PLAN, V1, V1, V2, V3];
     for (n, (req, body)) in reqs.iter().zip(expected).enumerate() {
         assert_eq!(messages(req)[0]["role"], "system");
-        assert_eq!(plan_block_at(req, 1), block(body), "request {}", n + 1);
+        assert_eq!(current_plan(req), block(body), "request {}", n + 1);
         assert_eq!(
             content(&messages(req)[2]),
             "plan things",
@@ -283,10 +283,10 @@ fn each_plan_rule_violation_is_an_error_naming_the_rule() {
     // While the violations came in, every request still carried version 1.
     let reqs = server.requests();
     for req in &reqs[1..7] {
-        assert_eq!(plan_block_at(req, 1), block(V1));
+        assert_eq!(current_plan(req), block(V1));
     }
     assert_eq!(
-        plan_block_at(&reqs[8], 1),
+        current_plan(&reqs[8]),
         block(&format!("[>] only {longest}"))
     );
 }
@@ -363,7 +363,7 @@ fn plan_file_is_an_atomic_mirror_that_is_never_read_back() {
         assert!(!req.to_string().contains("injected"));
     }
     let reqs = server.requests();
-    assert_eq!(plan_block_at(&reqs[3], 1), block(V2));
+    assert_eq!(current_plan(&reqs[3]), block(V2));
     let wal = std::fs::read_to_string(sb.wal()).unwrap();
     assert!(!wal.contains("injected"));
     // No update after the last edit: the file is left as it is, and no
@@ -416,7 +416,7 @@ fn plan_is_allowed_in_read_only_mode() {
         names.sort();
         assert_eq!(names, vec!["glob", "grep", "read", "update_plan"]);
     }
-    assert_eq!(plan_block_at(&reqs[1], 1), block(V1));
+    assert_eq!(current_plan(&reqs[1]), block(V1));
     let recs = read_log(&sb.wal());
     let started = &records_of(&recs, "run.started")[0].data;
     assert_eq!(started["read_only"], true);
@@ -452,6 +452,7 @@ fn plan_survives_a_crash_and_is_shown_after_the_resume_notice() {
     server.assert_no_violations();
     let reqs = server.requests();
     assert_eq!(reqs.len(), 3);
+    // The resume pins the current plan after the system prompt, alone.
     assert_eq!(plan_block_at(&reqs[2], 1), block(V1));
     let notice = check_resumed_request(&reqs[1], &reqs[2], &[("b1", ""), ("b2", NOT_RUN)]);
     let at = notice
@@ -489,7 +490,7 @@ fn a_crash_between_the_plan_result_and_its_record_keeps_the_plan() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let reqs = server.requests();
     assert_eq!(reqs.len(), 2);
-    assert_eq!(plan_block_at(&reqs[1], 1), block(V1));
+    assert_eq!(current_plan(&reqs[1]), block(V1));
     let recs = read_log(&sb.wal());
     check_plan_order(&recs);
     let updates = records_of(&recs, "plan.updated");

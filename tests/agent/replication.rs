@@ -272,7 +272,10 @@ fn lose_the_machine_and_resume_from_the_bucket_elsewhere() {
     // Without replication: this copy is only there to compare with.
     std::fs::remove_file(wal_d(&one.wal()).join("replicate.json")).unwrap();
     std::fs::rename(side.path("ws-copy"), one.ws()).unwrap();
-    let local = output(one.resume_cmd());
+    // Its home went with the machine: the person says where it works.
+    let mut local = one.resume_cmd();
+    local.arg("--cwd").arg(one.ws());
+    let local = output(local);
     assert_eq!(local.status.code(), Some(0), "{}", stderr(&local));
     let reqs = server.requests();
     assert_eq!(reqs.len(), 5, "three before the kill, one per resume");

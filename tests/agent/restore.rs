@@ -31,7 +31,7 @@ fn ok(o: &std::process::Output) -> String {
 /// A run of two steps: step 1 writes `a.txt`; step 2 rewrites it, creates
 /// `new/made.txt` and removes `old.txt`. The workspace starts with
 /// `README.md` and `old.txt`.
-fn two_steps(sb: &Sandbox) {
+pub(crate) fn two_steps(sb: &Sandbox) {
     let ws = sb.ws();
     std::fs::write(ws.join("README.md"), "readme\n").unwrap();
     std::fs::write(ws.join("old.txt"), "old\n").unwrap();
@@ -231,6 +231,41 @@ fn undo_gives_the_workspace_back_byte_for_byte() {
         &["restore", "--undo", fork.to_str().unwrap()],
     ));
     assert_eq!(tree_state(&ws), before, "undo is byte for byte");
+    // The fork's log records the undo after the restore: its record says
+    // which paths went back, `log show` tells it, a second undo is refused
+    // (exit 2, nothing changed).
+    let recs = contract::read(&fork);
+    let restores: Vec<_> = recs
+        .iter()
+        .filter(|r| r.kind == "workspace.restored")
+        .collect();
+    assert_eq!(restores.len(), 2, "the restore and its undo");
+    assert!(
+        restores[0].data.get("undo").is_none(),
+        "a restore has no marker"
+    );
+    assert_eq!(restores[1].data["undo"], true);
+    assert_eq!(restores[1].data["step"], 1);
+    assert_eq!(restores[1].data["before"], restores[0].data["before"]);
+    assert_eq!(
+        restores[1].data["paths"],
+        json!(["a.txt", "new/made.txt", "old.txt"])
+    );
+    let shown = ok(&tinyagent(
+        &sb,
+        &ws,
+        &["log", "show", fork.to_str().unwrap()],
+    ));
+    assert!(
+        shown.contains("restore to step 1 undone (restore --undo): 3 paths put back"),
+        "{shown}"
+    );
+    let fork_bytes = std::fs::read(&fork).unwrap();
+    let o = tinyagent(&sb, &ws, &["restore", "--undo", fork.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("undone already"), "{}", stderr(&o));
+    assert_eq!(tree_state(&ws), before);
+    assert_eq!(std::fs::read(&fork).unwrap(), fork_bytes);
     // A log with no restore has nothing to undo: exit 2, one line.
     let o = tinyagent(&sb, &ws, &["restore", "--undo", wal.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));

@@ -534,6 +534,9 @@ fn a_log_from_the_previous_binary_resumes() {
                 "--base-url",
             ])
             .arg(server.base_url())
+            // A log from elsewhere: the person says where it works.
+            .arg("--cwd")
+            .arg(ws)
             .env_remove("OPENAI_API_KEY")
             .stdin(std::process::Stdio::null());
         c

@@ -154,6 +154,33 @@ impl Llama {
         Ok(resp)
     }
 
+    /// `POST path` with a JSON body: the response's JSON body, or the
+    /// status line and body of a response that is not a 200.
+    pub fn post(&self, path: &str, body: &serde_json::Value) -> Result<serde_json::Value, String> {
+        use std::io::{Read, Write};
+        let body = body.to_string();
+        let mut s =
+            std::net::TcpStream::connect(("127.0.0.1", self.port)).map_err(|e| e.to_string())?;
+        s.set_read_timeout(Some(Duration::from_secs(300))).ok();
+        write!(
+            s,
+            "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .map_err(|e| e.to_string())?;
+        let mut resp = String::new();
+        s.read_to_string(&mut resp).map_err(|e| e.to_string())?;
+        let (head, json) = resp.split_once("\r\n\r\n").unwrap_or((&resp, ""));
+        if !head.starts_with("HTTP/1.1 200") {
+            return Err(format!(
+                "{}: {json}",
+                head.lines().next().unwrap_or_default()
+            ));
+        }
+        serde_json::from_str(json).map_err(|e| format!("{e}: {json}"))
+    }
+
     /// `http://127.0.0.1:<port>`: Anthropic's base URL (it appends
     /// `/v1/messages`).
     pub fn url(&self) -> String {

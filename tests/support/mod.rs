@@ -14,6 +14,7 @@
 // Each binary uses a different part of these helpers.
 #![allow(dead_code, unused_imports)]
 
+pub mod cache;
 pub mod checkpoints;
 pub mod container;
 pub mod contract;

@@ -161,6 +161,17 @@ fn record(out: &mut dyn Write, ts: &str, event: &Event, full: bool) -> std::io::
                 if c.changed_count == 1 { "" } else { "s" }
             )?;
         }
+        Event::WorkspaceRestored(r) if r.undo => {
+            writeln!(
+                out,
+                "  ⎌ restore to step {} undone (restore --undo): {} path{} put back, {} left as \
+                 they were",
+                r.step,
+                r.paths.len(),
+                if r.paths.len() == 1 { "" } else { "s" },
+                r.conflicts.len()
+            )?;
+        }
         Event::WorkspaceRestored(r) => {
             writeln!(
                 out,

@@ -11,7 +11,10 @@
 //!
 //! Anthropic Messages (`.../v1/messages`): `max_tokens` set; every `tool_use`
 //! block is answered, in order, by `tool_result` blocks at the start of the
-//! next (user) message; no `tool_result` without its `tool_use`.
+//! next (user) message; no `tool_result` without its `tool_use`; at most
+//! four `cache_control` breakpoints, each `{"type":"ephemeral"}` (or with a
+//! `ttl`), none on a thinking block; `tool_choice` one of the documented
+//! shapes.
 
 use serde_json::Value;
 use std::collections::HashSet;
@@ -39,6 +42,7 @@ const TOP_FIELDS: &[&str] = &[
     "logprobs",
     "top_logprobs",
     "reasoning_effort",
+    "prompt_cache_key",
 ];
 const MESSAGE_FIELDS: &[&str] = &["role", "content", "tool_calls", "tool_call_id", "name"];
 
@@ -234,7 +238,57 @@ pub fn check_anthropic(body: &Value) -> Vec<String> {
     if !expected.is_empty() {
         v.push(format!("tool uses {expected:?} are never answered"));
     }
+    check_cache_points(body, &mut v);
+    if let Some(choice) = body.get("tool_choice") {
+        let ok = match choice["type"].as_str() {
+            Some("auto" | "any" | "none") => true,
+            Some("tool") => choice["name"].is_string(),
+            _ => false,
+        };
+        if !ok {
+            v.push(format!("tool_choice {choice} is not a documented shape"));
+        }
+    }
     v
+}
+
+/// Anthropic's prompt-cache breakpoints: "A maximum of 4 blocks with
+/// cache_control may be provided", and thinking blocks cannot carry one.
+fn check_cache_points(body: &Value, v: &mut Vec<String>) {
+    fn walk(x: &Value, found: &mut Vec<Value>, thinking: &mut bool) {
+        match x {
+            Value::Object(m) => {
+                if let Some(c) = m.get("cache_control") {
+                    found.push(c.clone());
+                    if matches!(
+                        m.get("type").and_then(Value::as_str),
+                        Some("thinking" | "redacted_thinking")
+                    ) {
+                        *thinking = true;
+                    }
+                }
+                m.values().for_each(|y| walk(y, found, thinking));
+            }
+            Value::Array(a) => a.iter().for_each(|y| walk(y, found, thinking)),
+            _ => {}
+        }
+    }
+    let (mut found, mut thinking) = (Vec::new(), false);
+    walk(body, &mut found, &mut thinking);
+    if found.len() > 4 {
+        v.push(format!(
+            "A maximum of 4 blocks with cache_control may be provided. Found {}.",
+            found.len()
+        ));
+    }
+    for c in &found {
+        if c["type"] != "ephemeral" {
+            v.push(format!("cache_control {c}: type must be ephemeral"));
+        }
+    }
+    if thinking {
+        v.push("cache_control on a thinking block".into());
+    }
 }
 
 /// Violations of the Responses API rules (`POST /responses`, as tinyagent

@@ -30,4 +30,4 @@ pub mod server;
 pub mod timed;
 
 pub use reply::{MockCall, MockReply};
-pub use server::{MockServer, RecordedRequest};
+pub use server::{MockServer, RecordedRequest, is_summary};

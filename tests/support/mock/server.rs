@@ -58,6 +58,12 @@ impl RecordedRequest {
         self.body.get("tools").is_some()
     }
 
+    /// True for a summarizer request: one whose tools may not be called
+    /// (`tool_choice` none), or that advertises none.
+    pub fn is_summary(&self) -> bool {
+        is_summary(&self.body)
+    }
+
     /// True when the request asked for a stream.
     pub fn is_stream(&self) -> bool {
         self.body["stream"] == Value::Bool(true)
@@ -151,6 +157,15 @@ impl Shared {
         }
         self
     }
+}
+
+/// Whether a request body is a summarizer's: `tool_choice` none (Chat
+/// Completions and Responses `"none"`, Anthropic `{"type":"none"}`), or no
+/// tools at all.
+pub fn is_summary(body: &Value) -> bool {
+    body.get("tools").is_none()
+        || body["tool_choice"] == "none"
+        || body["tool_choice"]["type"] == "none"
 }
 
 /// A running mock server; stops when dropped, and then fails the test if

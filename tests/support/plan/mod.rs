@@ -20,25 +20,25 @@ pub const SUMMARY_PREFIX: &str = "[Summary of earlier work]";
 pub const NOT_RUN: &str = "[not run: the agent stopped before this call started; it had no effect]";
 pub const INTERRUPTED: &str = "[interrupted: tool did not complete before the agent stopped; it may have partially run — verify state before retrying]";
 
-/// A server whose step requests (those with `tools`) are answered from
-/// `steps` and whose summarizer requests (no `tools`) from `summaries`. When
+/// A server whose step requests are answered from `steps` and whose
+/// summarizer requests (`tool_choice` none) from `summaries`. When
 /// a queue runs out: "done" for steps, a fixed summary for summaries.
 pub fn split_server(steps: Vec<MockReply>, summaries: Vec<MockReply>) -> MockServer {
     let steps = Arc::new(Mutex::new(VecDeque::from(steps)));
     let summaries = Arc::new(Mutex::new(VecDeque::from(summaries)));
     MockServer::start_with(vec![], move |req| {
-        if req.has_tools() {
-            steps
-                .lock()
-                .unwrap()
-                .pop_front()
-                .unwrap_or_else(|| MockReply::text("done"))
-        } else {
+        if req.is_summary() {
             summaries
                 .lock()
                 .unwrap()
                 .pop_front()
                 .unwrap_or_else(|| MockReply::text("fallback summary"))
+        } else {
+            steps
+                .lock()
+                .unwrap()
+                .pop_front()
+                .unwrap_or_else(|| MockReply::text("done"))
         }
     })
 }
@@ -92,6 +92,34 @@ pub fn plan_block_at(req: &Value, at: usize) -> String {
     content(m).to_string()
 }
 
+/// The current plan as a request shows it: its last plan message (section
+/// 16), checked never to stand between calls and their results.
+pub fn current_plan(req: &Value) -> String {
+    let blocks = plan_blocks(req);
+    let msgs = messages(req);
+    for &at in &blocks {
+        assert_eq!(msgs[at]["role"], "user");
+        assert!(
+            msgs.get(at + 1).is_none_or(|m| m["role"] != "tool"),
+            "a plan message splits results from their call: {:#}",
+            req["messages"]
+        );
+    }
+    let last = *blocks
+        .last()
+        .unwrap_or_else(|| panic!("no plan message: {:#}", req["messages"]));
+    content(&msgs[last]).to_string()
+}
+
+/// The request's messages without its plan messages.
+pub fn without_plans(req: &Value) -> Vec<Value> {
+    messages(req)
+        .iter()
+        .filter(|m| !content(m).starts_with(PLAN_HEADER))
+        .cloned()
+        .collect()
+}
+
 /// Names of the tools a request advertises.
 pub fn tool_names(req: &Value) -> Vec<String> {
     req["tools"]
@@ -104,19 +132,19 @@ pub fn tool_names(req: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Step requests (with tools) and summarizer requests (without), in order,
-/// each with its index among all requests.
 /// Requests with their index among all requests.
 pub type Indexed = Vec<(usize, Value)>;
 
+/// Step requests and summarizer requests, in order, each with its index
+/// among all requests.
 pub fn split_requests(all: &[Value]) -> (Indexed, Indexed) {
     let mut steps = Vec::new();
     let mut sums = Vec::new();
     for (i, r) in all.iter().enumerate() {
-        if r.get("tools").is_some() {
-            steps.push((i, r.clone()));
-        } else {
+        if crate::support::mock::is_summary(r) {
             sums.push((i, r.clone()));
+        } else {
+            steps.push((i, r.clone()));
         }
     }
     (steps, sums)
@@ -152,10 +180,12 @@ pub fn check_plan_order(recs: &[Rec]) {
 }
 
 /// The first request after resume = the last one before the crash + what the
-/// crashed step added (assistant message and results) + the notice.
+/// crashed step added (assistant message and results) + the notice, the
+/// plan messages aside (a resume pins the current plan after the system
+/// prompt and drops the earlier ones).
 pub fn check_resumed_request(before: &Value, after: &Value, results: &[(&str, &str)]) -> String {
-    let b = messages(before);
-    let a = messages(after);
+    let b = &without_plans(before);
+    let a = &without_plans(after);
     assert!(a.len() > b.len(), "the resumed request is longer");
     assert_eq!(&a[..b.len()], &b[..], "history before the crash changed");
     let mut i = b.len();
