@@ -35,6 +35,7 @@ mod model_mock_checks;
 mod model_native;
 mod model_native_bytes;
 mod model_native_journey;
+mod model_native_old_log;
 mod model_native_stream;
 mod model_openai;
 mod model_pause;
