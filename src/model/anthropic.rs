@@ -210,7 +210,9 @@ fn mark_cache_points(messages: &mut [(&'static str, Vec<Value>)]) {
         .rposition(|(role, _)| *role == "assistant")
         .and_then(|a| messages[..a].iter().rposition(|(role, _)| *role == "user"));
     for i in std::iter::once(last).chain(previous) {
-        if let Some(block) = messages[i].1.last_mut() {
+        // A thinking block takes no breakpoint (and goes back unchanged):
+        // the turn's last other block does.
+        if let Some(block) = messages[i].1.iter_mut().rev().find(|b| !is_thinking(b)) {
             block["cache_control"] = cache_point();
         }
     }

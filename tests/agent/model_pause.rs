@@ -75,3 +75,37 @@ fn a_paused_turn_is_sent_back_and_the_model_asked_again() {
         "completed"
     );
 }
+
+/// A paused turn of thinking only (no text yet) goes back as the last
+/// message with its blocks unchanged: no cache breakpoint is put on a
+/// thinking block (the API takes none there), the turn's last other block
+/// or none carries it.
+#[test]
+fn a_paused_thinking_turn_goes_back_unchanged() {
+    let sb = Sandbox::new();
+    let thinking = json!({"type": "thinking", "thinking": "Searching.",
+        "signature": "EqQBCgIYAhIM1gb=="});
+    let server = MockServer::start(vec![
+        MockReply::json(json!({
+            "id": "msg_1", "type": "message", "role": "assistant", "model": "claude",
+            "content": [thinking.clone()], "stop_reason": "pause_turn",
+            "usage": {"input_tokens": 12, "output_tokens": 4}
+        })),
+        message("Found it.", "end_turn"),
+    ]);
+    let mut c = sb.run_cmd(&server.root_url(), "find it");
+    c.args(["--provider", "anthropic", "--thinking-budget", "1024"])
+        .env("ANTHROPIC_API_KEY", "sk-ant-test");
+    let out = output(c);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    server.assert_no_violations();
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    let last = requests[1]["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(last, json!({"role": "assistant", "content": [thinking]}));
+}
