@@ -1,6 +1,15 @@
 //! Shortening text for output, log records and model-facing notes. Lengths
 //! are in characters (Unicode scalar values) unless the name says bytes.
 
+/// A token count as a person reads it: 950, 12.3k, 1.2M.
+pub fn tokens(n: u64) -> String {
+    match n {
+        0..1_000 => n.to_string(),
+        1_000..1_000_000 => format!("{:.1}k", n as f64 / 1e3),
+        _ => format!("{:.1}M", n as f64 / 1e6),
+    }
+}
+
 /// `s` cut to its first `max` characters with `marker` appended, or `s`
 /// whole when it has at most `max`.
 pub fn cut_chars(s: &str, max: usize, marker: &str) -> String {

@@ -113,10 +113,11 @@ pub struct StepUsageJson {
     pub cost_usd: f64,
 }
 
-/// Collects the latest steps' [`StepUsageJson`] while the log is read.
+/// Collects the latest steps' [`StepUsageJson`] while the log is read:
+/// (step, usage, cost) of each.
 #[derive(Debug, Default)]
 struct StepUsage {
-    last: std::collections::VecDeque<StepUsageJson>,
+    last: std::collections::VecDeque<(u64, crate::event::Usage, f64)>,
 }
 
 impl StepUsage {
@@ -129,30 +130,30 @@ impl StepUsage {
             Event::Compaction(c) => (c.step, &c.usage, c.cost_usd),
             _ => return,
         };
-        if self.last.back().is_none_or(|s| s.step != step) {
-            self.last.push_back(StepUsageJson {
-                step,
-                input_tokens: 0,
-                cached_input_tokens: 0,
-                cache_write_tokens: 0,
-                output_tokens: 0,
-                cost_usd: 0.0,
-            });
+        if self.last.back().is_none_or(|s| s.0 != step) {
+            self.last.push_back((step, crate::event::Usage::default(), 0.0));
             if self.last.len() > Self::KEPT {
                 self.last.pop_front();
             }
         }
         if let Some(s) = self.last.back_mut() {
-            s.input_tokens = s.input_tokens.saturating_add(usage.input_tokens);
-            s.cached_input_tokens = s
-                .cached_input_tokens
-                .saturating_add(usage.cached_input_tokens);
-            s.cache_write_tokens = s
-                .cache_write_tokens
-                .saturating_add(usage.cache_write_tokens);
-            s.output_tokens = s.output_tokens.saturating_add(usage.output_tokens);
-            s.cost_usd += cost;
+            s.1.add(usage);
+            s.2 += cost;
         }
+    }
+
+    fn json(self) -> Vec<StepUsageJson> {
+        self.last
+            .into_iter()
+            .map(|(step, u, cost_usd)| StepUsageJson {
+                step,
+                input_tokens: u.input_tokens,
+                cached_input_tokens: u.cached_input_tokens,
+                cache_write_tokens: u.cache_write_tokens,
+                output_tokens: u.output_tokens,
+                cost_usd,
+            })
+            .collect()
     }
 }
 
@@ -717,7 +718,7 @@ pub fn read_report(path: &Path) -> anyhow::Result<Report> {
     report.warnings = loaded.warnings;
     report.live = locked(path);
     report.step_times = times.json();
-    report.usage.last_steps = steps.last.into();
+    report.usage.last_steps = steps.json();
     report.started_at = first_ts(path);
     let modified = std::fs::metadata(path).and_then(|m| m.modified()).ok();
     report.last_write_at = modified.map(|t| humantime::format_rfc3339_millis(t).to_string());

@@ -17,7 +17,7 @@ pub enum Purpose {
 }
 
 /// One model request, provider-neutral. `messages` is exactly what is sent,
-/// system prompt and pinned plan block included.
+/// system prompt and plan messages included.
 #[derive(Debug, Clone)]
 pub struct ModelRequest {
     /// The view, shared with the state (see [`crate::session::View`]).

@@ -56,6 +56,25 @@ pub struct Output {
     view: Option<Box<dyn TextView>>,
 }
 
+/// ` · 12.3k in (96% cached) / 210 out`: a step's tokens, when the server
+/// reported them; the cached share when it served some from its cache.
+fn usage_text(u: &crate::event::Usage) -> String {
+    let all = u.all_input();
+    if all == 0 && u.output_tokens == 0 {
+        return String::new();
+    }
+    let cached = if u.cached_input_tokens > 0 {
+        format!(" ({}% cached)", u.cached_input_tokens * 100 / all.max(1))
+    } else {
+        String::new()
+    };
+    format!(
+        " · {} in{cached} / {} out",
+        crate::text::tokens(all),
+        crate::text::tokens(u.output_tokens)
+    )
+}
+
 /// A call as a person scans it: what it acts on first (`edit src/a.rs`,
 /// `bash: cargo test`), then the rest of its arguments.
 pub(crate) fn call_preview(name: &str, arguments: &str) -> String {
@@ -405,12 +424,17 @@ impl Output {
                 // A reply cut at the output limit is no answer.
                 let cut = r.stop_reason == Some(crate::event::StopReason::MaxTokens);
                 let answer = r.message.tool_calls.is_empty() && !text.is_empty() && !cut;
-                // What the step cost, when prices are known.
-                let cost = if r.cost_usd > 0.0 {
-                    format!(" · ${:.4}", r.cost_usd)
-                } else {
-                    String::new()
-                };
+                // What the step's request read from the prompt cache and
+                // what it did not, then its cost when prices are known.
+                let cost = format!(
+                    "{}{}",
+                    usage_text(&r.usage),
+                    if r.cost_usd > 0.0 {
+                        format!(" · ${:.4}", r.cost_usd)
+                    } else {
+                        String::new()
+                    }
+                );
                 if answer {
                     // The final answer: on stdout, whole, so `run … >
                     // answer.md` captures it. Streamed to a terminal that is
