@@ -9,6 +9,9 @@
 use crate::kinds::{ApproveMode, EngineKind, EnvKind, HookFailure, ProviderKind};
 use serde::{Deserialize, Serialize};
 
+mod native;
+pub use native::{NativeItems, items_at, normalised, send_exact};
+
 /// Schema version written into `run.started`.
 pub const SCHEMA_VERSION: u32 = 2;
 
@@ -77,7 +80,7 @@ pub struct Message {
     /// back, as received (see [`Native`]); absent when it sent nothing of
     /// the kind.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub native: Option<serde_json::Value>,
+    pub native: Option<NativeItems>,
 }
 
 /// The members of a [`Message::native`] object: `api` names the wire it came
@@ -99,9 +102,13 @@ impl Native {
     pub const CHAT: &'static str = "chat";
     pub const RESPONSES: &'static str = "responses";
 
-    /// The native items of `m` when they came from `api`.
-    pub fn of<'a>(m: &'a Message, api: &str) -> Option<&'a serde_json::Value> {
-        m.native.as_ref().filter(|n| n["api"] == api)
+    /// The native items of `m` when they came from `api`, as a tree (to
+    /// read; their text is what goes back, see [`NativeItems`]).
+    pub fn of(m: &Message, api: &str) -> Option<serde_json::Value> {
+        m.native
+            .as_ref()
+            .filter(|n| n.is_from(api))
+            .map(NativeItems::value)
     }
 }
 
@@ -565,6 +572,10 @@ impl ToolResult {
 /// The result of a call in a reply cut at the output limit: never run.
 pub const TRUNCATED_CALL_TEXT: &str = "[not run: the response was cut off at the output limit \
      before this call was complete; it had no effect]";
+
+/// The `source` of the `user.message` that tells the model its reply was
+/// cut ([`TRUNCATED_NOTICE`]).
+pub const TRUNCATED_SOURCE: &str = "truncated";
 
 /// What the model is told (a `user.message`, source `truncated`) after a
 /// reply cut at the output limit.

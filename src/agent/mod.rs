@@ -121,8 +121,6 @@ pub struct Agent {
     timing: Timing,
     /// Estimate at which the last compaction attempt failed.
     compaction_backoff: Option<u64>,
-    /// Replies cut at the output limit in a row, this process.
-    truncated_in_row: u32,
     /// The workspace's checkpoint store (`None`: no usable git).
     checkpoints: Option<crate::checkpoint::Checkpointer>,
 }
@@ -198,7 +196,6 @@ impl Agent {
             hook_files: hook_calls::HookFiles::of(&config.hooks, &config.workspace),
             timing: Timing::default(),
             compaction_backoff: None,
-            truncated_in_row: 0,
             config,
             protected: parts.protected,
             store: parts.store,
@@ -462,8 +459,9 @@ impl Agent {
     /// A reply that did not end its turn normally: cut at the output limit
     /// (its calls are not run; the model is told, at most
     /// [`MAX_TRUNCATED_IN_ROW`] times in a row, then the run stops
-    /// `truncated`) or refused (the run stops `refused`). `None` for a reply
-    /// the loop goes on with as usual.
+    /// `truncated`), refused (the run stops `refused`) or paused with no
+    /// calls (asked again as it is). `None` for a reply the loop goes on
+    /// with as usual.
     fn unfinished_reply(
         &mut self,
         step: u64,
@@ -473,7 +471,6 @@ impl Agent {
         match stop {
             StopReason::MaxTokens => {}
             StopReason::Refusal | StopReason::ContentFilter => {
-                self.truncated_in_row = 0;
                 self.settle_unrun(step, calls, REFUSED_CALL_TEXT)?;
                 self.save_step(step)?;
                 let reason = format!("the model's answer ended with {}", stop.as_str());
@@ -481,19 +478,28 @@ impl Agent {
                     .finish(RunStatus::Refused, Some(reason))
                     .map(|s| Some(Unfinished::Stop(Turn::Finished(s))));
             }
+            // A paused turn (Anthropic `pause_turn`) with nothing to run is
+            // no answer: it goes back as it is and the model is asked to go
+            // on. With calls, they run first, as after any reply.
+            StopReason::Pause if calls.is_empty() => {
+                self.save_step(step)?;
+                if let Some(sig) = crate::signals::received() {
+                    return self.stop_turn(sig).map(|t| Some(Unfinished::Stop(t)));
+                }
+                return Ok(Some(Unfinished::Again));
+            }
             StopReason::EndTurn | StopReason::ToolCalls | StopReason::Pause => {
-                self.truncated_in_row = 0;
                 return Ok(None);
             }
         }
-        self.truncated_in_row += 1;
+        // Counted by the fold from the staged `model.response` (and the
+        // ones before it in the log, so a resume goes on counting).
+        let in_row = self.state().truncated_in_row;
         self.settle_unrun(step, calls, crate::event::TRUNCATED_CALL_TEXT)?;
-        if self.truncated_in_row > MAX_TRUNCATED_IN_ROW {
+        if in_row > MAX_TRUNCATED_IN_ROW {
             self.save_step(step)?;
-            let reason = format!(
-                "the model's answer was cut at the output limit {} times in a row",
-                self.truncated_in_row
-            );
+            let reason =
+                format!("the model's answer was cut at the output limit {in_row} times in a row");
             return self
                 .finish(RunStatus::Truncated, Some(reason))
                 .map(|s| Some(Unfinished::Stop(Turn::Finished(s))));
@@ -501,7 +507,7 @@ impl Agent {
         self.stage(Event::UserMessage(UserMessage {
             step,
             content: crate::event::TRUNCATED_NOTICE.to_string(),
-            source: "truncated".to_string(),
+            source: crate::event::TRUNCATED_SOURCE.to_string(),
         }))?;
         self.save_step(step)?;
         if let Some(sig) = crate::signals::received() {

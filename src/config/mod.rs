@@ -321,6 +321,20 @@ impl RunConfig {
         if self.limits.max_format_errors == 0 {
             return Err(bad("limits.max_format_errors", "must be at least 1"));
         }
+        if self.model.provider == ProviderKind::Anthropic
+            && let Some(
+                e @ (crate::kinds::ReasoningEffort::None | crate::kinds::ReasoningEffort::Minimal),
+            ) = self.model.reasoning_effort
+        {
+            return Err(bad(
+                "model.reasoning_effort",
+                format!(
+                    "{} is not an Anthropic effort: its Messages API takes low, medium or high \
+                     (output_config.effort); leave it unset for the model's default",
+                    e.as_str()
+                ),
+            ));
+        }
         if let Some(budget) = self.model.thinking_budget {
             if budget < 1024 {
                 return Err(bad("model.thinking_budget", "must be at least 1024 tokens"));

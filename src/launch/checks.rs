@@ -51,6 +51,14 @@ pub(super) fn config_for(
     if let Some(secs) = args.timeout {
         m.request_timeout = std::time::Duration::from_secs(secs);
     }
+    // The run's reasoning settings hold unless a flag says otherwise (for
+    // this resume; validated below like a new run's).
+    if let Some(e) = args.reasoning_effort {
+        m.reasoning_effort = Some(e);
+    }
+    if let Some(b) = args.thinking_budget {
+        m.thinking_budget = Some(b);
+    }
     if let Some(url) = &flags.base_url {
         m.base_url = Some(url.clone());
     } else if let Some(url) = m.base_url.as_deref()
@@ -108,10 +116,45 @@ pub(super) fn config_for(
             config.network = false;
         }
     }
+    learn_window(&mut config, run.settings.compact_at);
     config.validate()?;
     config.hooks.check_commands(&config.workspace)?;
     super::parts::resolve_engine(&mut config)?;
     Ok(config)
+}
+
+/// A log that recorded no context window gets one as a new run would: the
+/// built-in table, else what the server says of itself (llama.cpp `GET
+/// /props`; asked again on every resume, never recorded). The compaction
+/// threshold follows it when `recorded` (the log's `compact_at`) was the
+/// default of a run with no window: 80% of 128,000 tokens, or the 96,000 of
+/// a log from before windows. A threshold the person chose is kept, and
+/// `--compact-at` or an earlier resume's still goes over both.
+fn learn_window(config: &mut RunConfig, recorded: Option<u64>) {
+    if config.model.context_window.is_some() {
+        return;
+    }
+    let m = &config.model;
+    let Some(window) = crate::config::prices::context_window(m.provider, &m.name).or_else(|| {
+        m.base_url
+            .as_deref()
+            .and_then(crate::model::server_context_window)
+    }) else {
+        return;
+    };
+    config.model.context_window = Some(window);
+    if follows_default(recorded) {
+        config.compact_at = crate::config::compact_at_for(window);
+    }
+}
+
+/// Whether a recorded compaction threshold is the one a run with no known
+/// context window got by default.
+fn follows_default(recorded: Option<u64>) -> bool {
+    recorded.is_none_or(|n| {
+        n == crate::config::DEFAULT_COMPACT_AT
+            || n == crate::config::compact_at_for(crate::config::DEFAULT_CONTEXT_WINDOW)
+    })
 }
 
 /// The hooks a resumed run uses: the local config's. Every hook the log
@@ -287,4 +330,18 @@ pub(super) fn check_staged(
     let mcp = super::parts::start_mcp(&local.mcp, &config, &protected)?;
     tools_for(&first, &mcp)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod window_tests {
+    use super::follows_default;
+
+    #[test]
+    fn only_a_default_threshold_follows_a_learned_window() {
+        assert!(follows_default(None));
+        assert!(follows_default(Some(96_000)));
+        assert!(follows_default(Some(102_400)));
+        assert!(!follows_default(Some(5_000)));
+        assert!(!follows_default(Some(102_401)));
+    }
 }

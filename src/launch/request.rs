@@ -122,7 +122,8 @@ pub struct RunOptions {
     #[arg(long, value_name = "TOKENS")]
     pub max_output_tokens: Option<u32>,
     /// How hard a reasoning model thinks: sent as Chat Completions'
-    /// `reasoning_effort` and the Responses API's `reasoning.effort`
+    /// `reasoning_effort`, the Responses API's `reasoning.effort` and
+    /// Anthropic's `output_config.effort` (low, medium or high only)
     /// (default: model.reasoning_effort, else the server's default).
     #[arg(long, value_name = "EFFORT")]
     pub reasoning_effort: Option<crate::kinds::ReasoningEffort>,
@@ -238,6 +239,14 @@ pub struct ResumeArgs {
     /// (that writer stops at its next sync point).
     #[arg(long)]
     pub take_over: bool,
+    /// The reasoning effort for this resume, over the run's (see `run
+    /// --reasoning-effort`; default: what the run was started with).
+    #[arg(long, value_name = "EFFORT")]
+    pub reasoning_effort: Option<crate::kinds::ReasoningEffort>,
+    /// The Anthropic thinking budget for this resume, over the run's (see
+    /// `run --thinking-budget`; default: what the run was started with).
+    #[arg(long, value_name = "TOKENS")]
+    pub thinking_budget: Option<u32>,
     #[command(flatten)]
     pub session: SessionFlags,
 }

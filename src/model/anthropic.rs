@@ -6,9 +6,9 @@
 use super::anthropic_stream::MessageStream;
 use super::error::ModelError;
 use super::http::stream_events;
-use super::http::{Backoff, Endpoint, build_client, checked_base_url, exchange_json};
+use super::http::{Backoff, Endpoint, build_client, checked_base_url, exchange, json_of};
 use super::{Encoded, ModelReply, ModelRequest, ProviderConfig, Purpose};
-use crate::event::{Message, Native, Role, StopReason, ToolCall, Usage};
+use crate::event::{Message, Native, NativeItems, Role, StopReason, ToolCall, Usage};
 use serde_json::{Value, json};
 
 /// API version header value.
@@ -73,7 +73,12 @@ impl AnthropicProvider {
         if let Some(b) = budget {
             body["thinking"] = json!({"type": "enabled", "budget_tokens": b});
         }
-        Encoded::json(&body)
+        // The documented form: `output_config.effort` (low, medium, high;
+        // the config refuses the OpenAI-only none and minimal).
+        if let Some(e) = self.cfg.reasoning_effort {
+            body["output_config"] = json!({"effort": e.as_str()});
+        }
+        super::native::encode(&body, &req.messages)
     }
 
     pub(crate) async fn complete(
@@ -90,12 +95,18 @@ impl AnthropicProvider {
                     Err(e) => Err(e),
                 }
             } else {
-                match exchange_json(&self.cfg, self.endpoint.post(&self.client, body)).await {
-                    Ok(v) => parse_response(&v, req.step).inspect(|reply| {
-                        if !reply.message.content.is_empty() {
-                            on_text(&reply.message.content);
-                        }
-                    }),
+                match exchange(&self.cfg, self.endpoint.post(&self.client, body)).await {
+                    Ok(bytes) => json_of(&self.cfg, &bytes)
+                        .and_then(|v| parse_response(&v, req.step))
+                        .map(|mut reply| {
+                            super::native::keep_server_order(&mut reply, &bytes, &["content"]);
+                            reply
+                        })
+                        .inspect(|reply| {
+                            if !reply.message.content.is_empty() {
+                                on_text(&reply.message.content);
+                            }
+                        }),
                     Err(e) => Err(e),
                 }
             };
@@ -199,7 +210,9 @@ fn mark_cache_points(messages: &mut [(&'static str, Vec<Value>)]) {
         .rposition(|(role, _)| *role == "assistant")
         .and_then(|a| messages[..a].iter().rposition(|(role, _)| *role == "user"));
     for i in std::iter::once(last).chain(previous) {
-        if let Some(block) = messages[i].1.last_mut() {
+        // A thinking block takes no breakpoint (and goes back unchanged):
+        // the turn's last other block does.
+        if let Some(block) = messages[i].1.iter_mut().rev().find(|b| !is_thinking(b)) {
             block["cache_control"] = cache_point();
         }
     }
@@ -309,7 +322,9 @@ pub(crate) fn parse_response(v: &Value, step: u64) -> Result<ModelReply, ModelEr
     let raw = v.get("stop_reason").and_then(Value::as_str);
     let mut message = Message::assistant(text, calls);
     if blocks.iter().any(is_thinking) {
-        message.native = Some(json!({"api": Native::ANTHROPIC, "content": blocks}));
+        message.native = Some(NativeItems::from_value(
+            &json!({"api": Native::ANTHROPIC, "content": blocks}),
+        ));
     }
     let stop = match raw {
         Some("max_tokens" | "model_context_window_exceeded") => StopReason::MaxTokens,

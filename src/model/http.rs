@@ -293,14 +293,6 @@ pub(crate) async fn send(
     })
 }
 
-/// One non-streaming attempt: send, check the status, parse the JSON body.
-pub(crate) async fn exchange_json(
-    cfg: &ProviderConfig,
-    request: reqwest::RequestBuilder,
-) -> Result<serde_json::Value, ModelError> {
-    json_of(cfg, &exchange(cfg, request).await?)
-}
-
 /// One non-streaming attempt: send, check the status, read the body.
 pub(crate) async fn exchange(
     cfg: &ProviderConfig,

@@ -110,6 +110,7 @@ mod anthropic;
 mod anthropic_stream;
 mod error;
 mod http;
+mod native;
 mod openai;
 mod props;
 mod responses;

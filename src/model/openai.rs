@@ -283,10 +283,10 @@ fn typed_reply(body: &[u8], step: u64) -> Option<ModelReply> {
 /// items (sent back on the assistant message), when there was any.
 fn with_reasoning(mut message: Message, reasoning: Option<String>) -> Message {
     if let Some(r) = reasoning.filter(|r| !r.is_empty()) {
-        message.native = Some(serde_json::json!({
+        message.native = Some(crate::event::NativeItems::from_value(&serde_json::json!({
             "api": crate::event::Native::CHAT,
             "reasoning_content": r,
-        }));
+        })));
     }
     message
 }

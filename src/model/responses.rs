@@ -10,10 +10,10 @@
 //! response, read like a plain one.
 
 use super::error::ModelError;
-use super::http::{Backoff, Endpoint, build_client, exchange_json};
+use super::http::{Backoff, Endpoint, build_client, exchange, json_of};
 use super::http::{bearer_endpoint, stream_events};
 use super::{Encoded, ModelReply, ModelRequest, ProviderConfig, Purpose};
-use crate::event::{Message, Native, Role, StopReason, ToolCall, Usage};
+use crate::event::{Message, Native, NativeItems, Role, StopReason, ToolCall, Usage};
 use serde_json::{Value, json};
 
 /// Client for `POST {base_url}/responses`.
@@ -41,7 +41,7 @@ impl ResponsesProvider {
     }
 
     pub(crate) fn encode(&self, req: &ModelRequest) -> Encoded {
-        Encoded::json(&request_body(&self.cfg, req))
+        super::native::encode(&request_body(&self.cfg, req), &req.messages)
     }
 
     pub(crate) async fn complete(
@@ -55,12 +55,18 @@ impl ResponsesProvider {
             let attempt = if self.cfg.stream {
                 self.streamed(body, req.step, on_text).await
             } else {
-                match exchange_json(&self.cfg, self.endpoint.post(&self.client, body)).await {
-                    Ok(v) => parse_response(&v, req.step).inspect(|reply| {
-                        if !reply.message.content.is_empty() {
-                            on_text(&reply.message.content);
-                        }
-                    }),
+                match exchange(&self.cfg, self.endpoint.post(&self.client, body)).await {
+                    Ok(bytes) => json_of(&self.cfg, &bytes)
+                        .and_then(|v| parse_response(&v, req.step))
+                        .map(|mut reply| {
+                            super::native::keep_server_order(&mut reply, &bytes, &["output"]);
+                            reply
+                        })
+                        .inspect(|reply| {
+                            if !reply.message.content.is_empty() {
+                                on_text(&reply.message.content);
+                            }
+                        }),
                     Err(e) => Err(e),
                 }
             };
@@ -107,7 +113,9 @@ fn stream_event(
             Ok(None)
         }
         Some("response.completed" | "response.incomplete") => {
-            parse_response(&v["response"], step).map(Some)
+            let mut reply = parse_response(&v["response"], step)?;
+            super::native::keep_server_order(&mut reply, data.as_bytes(), &["response", "output"]);
+            Ok(Some(reply))
         }
         Some("response.failed") => Err(stream_error(&v["response"]["error"])),
         Some("error") => Err(stream_error(&v)),
@@ -291,7 +299,9 @@ pub(crate) fn parse_response(v: &Value, step: u64) -> Result<ModelReply, ModelEr
         StopReason::Refusal
     };
     if output.iter().any(|i| i["type"] == "reasoning") {
-        message.native = Some(json!({"api": Native::RESPONSES, "output": output}));
+        message.native = Some(NativeItems::from_value(
+            &json!({"api": Native::RESPONSES, "output": output}),
+        ));
     }
     let u = &v["usage"];
     let input = u["input_tokens"].as_u64().unwrap_or(0);

@@ -306,7 +306,7 @@ struct WireMessage<'a> {
     /// The reasoning the server sent with this assistant message (its
     /// native items), sent back as received.
     #[serde(skip_serializing_if = "Option::is_none")]
-    reasoning_content: Option<&'a str>,
+    reasoning_content: Option<&'a serde_json::value::RawValue>,
     role: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     tool_call_id: Option<&'a str>,
@@ -316,8 +316,12 @@ struct WireMessage<'a> {
 
 impl<'a> WireMessage<'a> {
     fn of(m: &'a Message) -> Self {
-        let reasoning = crate::event::Native::of(m, crate::event::Native::CHAT)
-            .and_then(|n| n["reasoning_content"].as_str());
+        // The string's JSON text as recorded (see `event::NativeItems`).
+        let reasoning = m
+            .native
+            .as_ref()
+            .filter(|n| n.is_from(crate::event::Native::CHAT))
+            .and_then(|n| n.member("reasoning_content"));
         let plain = |role: &'static str| WireMessage {
             content: Some(&m.content),
             reasoning_content: None,

@@ -66,6 +66,12 @@ impl State {
                 );
                 self.usage.add(&r.usage);
                 self.cost_usd += r.cost_usd;
+                self.truncated_in_row =
+                    if r.stop_reason == Some(crate::event::StopReason::MaxTokens) {
+                        self.truncated_in_row.saturating_add(1)
+                    } else {
+                        0
+                    };
                 self.remember(&r.message);
                 self.view.push(r.message.clone());
                 self.pending = r
@@ -215,8 +221,10 @@ impl State {
                 self.remember(&notice);
                 self.view.push(notice);
                 if let Some(text) = &r.message {
-                    // The person spoke: malformed calls start counting anew.
+                    // The person spoke: malformed calls and cut replies
+                    // start counting anew.
                     self.format_errors = 0;
+                    self.truncated_in_row = 0;
                     self.chat_waiting = false;
                     let msg = Message::user(text);
                     self.remember(&msg);
@@ -236,6 +244,9 @@ impl State {
             Event::UserMessage(m) => {
                 self.append_due_plan();
                 self.format_errors = 0;
+                if m.source != crate::event::TRUNCATED_SOURCE {
+                    self.truncated_in_row = 0;
+                }
                 self.chat_waiting = false;
                 let msg = Message::user(&m.content);
                 self.remember(&msg);

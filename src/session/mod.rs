@@ -175,6 +175,11 @@ pub struct State {
     pub saved_step: u64,
     /// Consecutive malformed tool calls.
     pub format_errors: u32,
+    /// Model replies cut at the output limit in a row (`stop_reason:
+    /// max_tokens`); a reply that stopped otherwise, or a person's message,
+    /// ends the row. Derived from the log, so a resume goes on counting.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub truncated_in_row: u32,
     pub limits: Limits,
     /// The compaction threshold the last `resume --compact-at` set.
     pub compact_at: Option<u64>,
@@ -304,6 +309,11 @@ fn yes() -> bool {
     true
 }
 
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's `skip_serializing_if` passes a reference
+fn is_zero_u32(n: &u32) -> bool {
+    *n == 0
+}
+
 impl State {
     /// `view[1]` is a compaction summary (the plan block goes after it).
     /// Snapshots written before this was derived carry a `compacted` member;
@@ -344,6 +354,7 @@ impl Default for State {
             step: 0,
             saved_step: 0,
             format_errors: 0,
+            truncated_in_row: 0,
             limits: Limits::default(),
             compact_at: None,
             status: Status::Running,

@@ -34,6 +34,8 @@ pub struct RecordedRequest {
     pub headers: BTreeMap<String, String>,
     /// The JSON body (`Null` when it was not JSON).
     pub body: Value,
+    /// The body's bytes as sent (lossy UTF-8).
+    pub raw: String,
 }
 
 impl RecordedRequest {
@@ -122,6 +124,7 @@ impl Received {
                 })
                 .collect(),
             body: parsed.unwrap_or(Value::Null),
+            raw: String::from_utf8_lossy(&self.body).into_owned(),
         };
         (request, problems)
     }
