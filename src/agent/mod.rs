@@ -631,6 +631,8 @@ impl Agent {
         // settled otherwise (stopped by a signal) go.
         approval::clear_channel(self.store.path());
         let s = self.state();
+        // Input counts all of it, as the step lines and the status line
+        // do; the parenthesis says how much of it the cache held.
         let cached = if s.usage.cached_input_tokens + s.usage.cache_write_tokens > 0 {
             format!(
                 " ({} cached, {} written to the cache)",
@@ -642,7 +644,7 @@ impl Agent {
         self.out.say(&format!(
             "totals: {} steps · {} in{cached} / {} out tokens · {}",
             s.step,
-            s.usage.input_tokens,
+            s.usage.all_input(),
             s.usage.output_tokens,
             self.config.cost_text(s.cost_usd)
         ));

@@ -131,7 +131,8 @@ impl StepUsage {
             _ => return,
         };
         if self.last.back().is_none_or(|s| s.0 != step) {
-            self.last.push_back((step, crate::event::Usage::default(), 0.0));
+            self.last
+                .push_back((step, crate::event::Usage::default(), 0.0));
             if self.last.len() > Self::KEPT {
                 self.last.pop_front();
             }

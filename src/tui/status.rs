@@ -31,14 +31,7 @@ pub struct Status {
     pub compact_at: u64,
 }
 
-/// A token count as a person reads it: 950, 12.3k, 1.2M.
-pub fn tokens(n: u64) -> String {
-    match n {
-        0..1_000 => n.to_string(),
-        1_000..1_000_000 => format!("{:.1}k", n as f64 / 1e3),
-        _ => format!("{:.1}M", n as f64 / 1e6),
-    }
-}
+pub use crate::text::tokens;
 
 /// A path with the home directory as `~`.
 pub fn tilde(path: &std::path::Path) -> String {

@@ -16,7 +16,9 @@ use crate::support::contract::assert_intact;
 use crate::support::e2e;
 use crate::support::e2e::{Sandbox, bin, output, stderr};
 use crate::support::require::{self, require};
-use crate::support::torture::faults::{acknowledged, ledger, run_args, run_cmd, write_script};
+use crate::support::torture::faults::{
+    acknowledged, homes, ledger, run_args, run_cmd, write_script,
+};
 use crate::support::torture::panicked;
 use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
@@ -57,6 +59,7 @@ fn stopped_then_resumed(sb: &Sandbox, out: &Output, names: &str) {
         .arg(sb.wal())
         .stdin(Stdio::null())
         .env_remove("TINYAGENT_FAULTS");
+    homes(&mut resume, sb);
     let out = output(resume);
     assert_eq!(out.status.code(), Some(0), "resume: {}", stderr(&out));
     let recs = contract::read(&sb.wal());
@@ -135,6 +138,7 @@ fn strace_cmd(sb: &Sandbox, script: &std::path::Path, filter: &[&str]) -> Comman
         .current_dir(sb.dir.path())
         .stdin(Stdio::null())
         .env_remove("TINYAGENT_FAULTS");
+    homes(&mut c, sb);
     c
 }
 
@@ -176,6 +180,23 @@ fn strace_faults_on_the_snapshot_are_warnings_and_resume_works() {
         eprintln!("inject {inject}");
         let sb = Sandbox::new();
         let script = write_script(&sb, TURNS);
+        // A home that exists, as on a machine that ran tinyagent before:
+        // recording the run's workspace there then syncs only the file's
+        // data (fdatasync), so the fsyncs counted are the log directory's
+        // (the first) and the snapshot's.
+        {
+            use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(sb.home())
+                .unwrap();
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .mode(0o600)
+                .open(sb.home().join("endpoints"))
+                .unwrap();
+        }
         let (trace, inject) = (
             format!("trace={}", inject.split(':').next().unwrap()),
             format!("inject={inject}"),
@@ -227,6 +248,7 @@ fn ulimit_f_stops_cleanly_instead_of_dying_of_sigxfsz() {
             .args(run_args(&sb, &script))
             .current_dir(sb.dir.path())
             .stdin(Stdio::null());
+        homes(&mut cmd, &sb);
         let out = output(cmd);
         assert_eq!(
             out.status.signal(),

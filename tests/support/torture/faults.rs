@@ -50,7 +50,16 @@ pub fn run_cmd(sb: &Sandbox, script: &Path) -> Command {
         .current_dir(sb.dir.path())
         .stdin(Stdio::null())
         .env_remove("TINYAGENT_FAULTS");
+    homes(&mut c, sb);
     c
+}
+
+/// The sandbox's own `TINYAGENT_HOME` and `XDG_CONFIG_HOME`, as the
+/// sandbox's commands have: what a run records of its workspace there is
+/// what its resume reads, and nothing is written to the real home.
+pub fn homes<'a>(c: &'a mut Command, sb: &Sandbox) -> &'a mut Command {
+    c.env("TINYAGENT_HOME", sb.home())
+        .env("XDG_CONFIG_HOME", sb.config_home())
 }
 
 /// (seq, record type) of every record the process reported saved.

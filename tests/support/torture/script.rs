@@ -86,7 +86,7 @@ impl Script {
         // Prompt tokens as a server would count them, about a quarter of
         // the body's bytes, so the compaction decision sees real sizes.
         let prompt = serde_json::to_vec(&req.body).map_or(0, |b| b.len() as u64 / 4);
-        if !req.has_tools() {
+        if req.is_summary() {
             return MockReply::text(&format!("[torture summary] work done up to turn tq{last}x"))
                 .with_usage(SUMMARY_USAGE.0, SUMMARY_USAGE.1);
         }
