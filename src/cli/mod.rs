@@ -18,6 +18,7 @@ mod sessions;
 use crate::agent::AgentError;
 use crate::event::RunStatus;
 use crate::launch::{self, Opened};
+use crate::replicate::ReplicateError;
 use crate::store::StoreError;
 use args::{Cli, Command, ResumeArgs, RunArgs};
 
@@ -123,7 +124,10 @@ pub fn finished(
             ));
         }
         // Another writer holds the run now: nothing to fix or resume here.
-        Err(e @ AgentError::Store(_)) if e.to_string().contains(crate::replicate::HELD) => {
+        Err(AgentError::Store(StoreError::Hook(e)))
+            if e.downcast_ref::<ReplicateError>()
+                .is_some_and(ReplicateError::is_fenced) =>
+        {
             return Err(CliError::new(1, e.to_string()));
         }
         Err(e @ AgentError::Store(_)) if !e.is_refusal() => {

@@ -340,7 +340,8 @@ pub fn open(args: &ResumeArgs, chat: bool) -> Result<super::Opened, LaunchError>
     let stopped_at = mtime(&wal);
     let (store, report) = open_when_free(&wal, options)?;
     if let Some(r) = &replicator {
-        r.catch_up(store.end()).map_err(LaunchError::failed)?;
+        r.catch_up(store.end())
+            .map_err(|e| LaunchError::failed(e.to_string()))?;
     }
     // The record the checks were made of is the one the log holds (read
     // again under its lock).

@@ -41,9 +41,14 @@ pub struct SyncPoint<'a> {
 /// Called after each sync point, before [`Store::append`] or
 /// [`Store::flush`] returns (so before anything that depends on the records
 /// can happen). An `Err` fails that append or flush and poisons the store:
-/// the records are durable locally but were never acknowledged. Replication
-/// ships the log's bytes from here.
-pub type SyncHook = std::sync::Arc<dyn Fn(&SyncPoint<'_>) -> Result<(), String> + Send + Sync>;
+/// the records are durable locally but were never acknowledged, and every
+/// later append or flush fails with the same error ([`StoreError::Hook`],
+/// which keeps the hook's own error type for the caller to look at).
+/// Replication ships the log's bytes from here.
+pub type SyncHook = std::sync::Arc<dyn Fn(&SyncPoint<'_>) -> Result<(), HookError> + Send + Sync>;
+
+/// What a [`SyncHook`] fails with: its own error, boxed.
+pub type HookError = Box<dyn std::error::Error + Send + Sync>;
 
 /// How a store runs.
 #[derive(Clone)]
@@ -80,7 +85,8 @@ impl std::fmt::Debug for StoreOptions {
     }
 }
 
-/// Storage errors. [`StoreError::exit_code`] maps them to the CLI's codes.
+/// Storage errors. [`StoreError::is_refusal`] tells the input's fault from a
+/// failure at run time; the application decides what each means to it.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("{}: the log is in use by another process", path.display())]
@@ -102,9 +108,10 @@ pub enum StoreError {
     BadLog { path: PathBuf, reason: String },
     #[error("the log writer stopped after an earlier failure: {0}")]
     Poisoned(String),
-    /// The sync hook (replication) refused a sync point.
+    /// The sync hook (replication) refused a sync point: its error, shared
+    /// by every later append or flush.
     #[error("{0}")]
-    Hook(String),
+    Hook(std::sync::Arc<dyn std::error::Error + Send + Sync>),
     /// A failed write, short write, failed sync or unreadable file.
     #[error(transparent)]
     Wal(WalError),
@@ -182,7 +189,7 @@ pub struct Store<R: Record, S: Fold<R>> {
     warnings: Vec<String>,
     on_sync: Option<SyncHook>,
     /// Set when the sync hook failed: nothing more is appended.
-    hook_failed: Option<String>,
+    hook_failed: Option<std::sync::Arc<dyn std::error::Error + Send + Sync>>,
 }
 
 /// What [`load`] read.
@@ -593,7 +600,7 @@ impl<R: Record, S: Fold<R>> Store<R, S> {
 
     fn check_hook(&self) -> Result<(), StoreError> {
         match &self.hook_failed {
-            Some(msg) => Err(StoreError::Hook(msg.clone())),
+            Some(e) => Err(StoreError::Hook(e.clone())),
             None => Ok(()),
         }
     }
@@ -609,9 +616,10 @@ impl<R: Record, S: Fold<R>> Store<R, S> {
             kinds,
         };
         debug_assert_eq!(start + point.bytes.len() as u64, self.writer.end());
-        if let Err(msg) = hook(&point) {
-            self.hook_failed = Some(msg.clone());
-            return Err(StoreError::Hook(msg));
+        if let Err(e) = hook(&point) {
+            let e: std::sync::Arc<dyn std::error::Error + Send + Sync> = e.into();
+            self.hook_failed = Some(e.clone());
+            return Err(StoreError::Hook(e));
         }
         Ok(())
     }
