@@ -27,7 +27,9 @@
 //! next call starts again within the same once-per-run budget as a server
 //! that died (after that, calls to it are errors at once).
 
+mod conn;
 mod limit;
+mod render;
 mod server;
 mod tool;
 
