@@ -88,7 +88,7 @@ impl Agent {
             return Ok(Gate::Open);
         };
         hooks.push(pre.run);
-        if let Some(sig) = crate::signals::received() {
+        if let Some(sig) = self.stop.signal() {
             return Ok(Gate::Stopped(sig));
         }
         Ok(pre.blocked.map_or(Gate::Open, Gate::Blocked))
@@ -146,7 +146,7 @@ impl Agent {
             self.flush()?;
         }
         // A run being stopped runs no more hooks.
-        let post = match crate::signals::received() {
+        let post = match self.stop.signal() {
             Some(_) => None,
             None => self.post_hook(step, call, &outcome),
         };
@@ -194,7 +194,7 @@ impl Agent {
         for (call, h) in calls.iter().zip(hooks.iter_mut()) {
             gates.push(self.run_pre_hook(step, call, h)?);
         }
-        let stopping = crate::signals::received();
+        let stopping = self.stop.signal();
         let runs: Vec<bool> = gates
             .iter()
             .map(|g| matches!(g, Gate::Open) && stopping.is_none())
@@ -234,12 +234,13 @@ impl Agent {
         runs: &[bool],
     ) -> Vec<Option<ToolOutcome>> {
         let plan = self.store.state().plan.clone();
-        let (tools, workspace, env, processes, protected) = (
+        let (tools, workspace, env, processes, protected, stop) = (
             &self.tools,
             self.config.workspace.as_path(),
             self.env.as_ref(),
             &self.processes,
             &self.protected,
+            &self.stop,
         );
         let todo: Vec<usize> = (0..calls.len()).filter(|&i| runs[i]).collect();
         let workers = std::thread::available_parallelism()
@@ -262,6 +263,7 @@ impl Agent {
                             plan: plan.as_ref(),
                             launch: &crate::exec::group::Unrecorded,
                             protected,
+                            stop,
                         };
                         loop {
                             let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -332,6 +334,7 @@ impl Agent {
             plan: plan.as_ref(),
             launch: &launcher,
             protected: &self.protected,
+            stop: &self.stop,
         };
         let outcome = crate::runtime::blocking(|| self.tools.call(&ctx, call));
         let launched = launcher.launched.get();

@@ -28,6 +28,7 @@ use crate::exec::ExecEnv;
 use crate::model::Provider;
 use crate::report::Output;
 use crate::session::State;
+use crate::signals::StopToken;
 use crate::store::{Store, StoreError};
 use crate::tools::{ProcessTable, ToolSet};
 use nix::sys::signal::Signal;
@@ -101,6 +102,8 @@ pub struct AgentParts {
     pub env: Box<dyn ExecEnv>,
     pub processes: ProcessTable,
     pub out: Output,
+    /// Set when a stopping signal arrives ([`crate::signals`]).
+    pub stop: StopToken,
 }
 
 /// A run in progress.
@@ -125,6 +128,8 @@ pub struct Agent {
     truncated_in_row: u32,
     /// The workspace's checkpoint store (`None`: no usable git).
     checkpoints: Option<crate::checkpoint::Checkpointer>,
+    /// Set when a stopping signal arrives.
+    stop: StopToken,
 }
 
 /// Where the time of this process's part of the run went: the agent's own
@@ -207,7 +212,13 @@ impl Agent {
             env: parts.env,
             processes: parts.processes,
             out,
+            stop: parts.stop,
         })
+    }
+
+    /// The run's stop token (a chat's prompt waits on it too).
+    pub fn stop_token(&self) -> &StopToken {
+        &self.stop
     }
 
     pub fn state(&self) -> &State {
@@ -323,7 +334,7 @@ impl Agent {
         let mut overflowed = false;
         loop {
             self.record_exited_processes()?;
-            if let Some(sig) = crate::signals::received() {
+            if let Some(sig) = self.stop.signal() {
                 return self.stop_turn(sig);
             }
             if let Some(status) = self.limit_reached() {
@@ -337,7 +348,7 @@ impl Agent {
                 (request, body) = self.step_request(step);
                 context = self.context_tokens(&body);
             }
-            if let Some(sig) = crate::signals::received() {
+            if let Some(sig) = self.stop.signal() {
                 return self.stop_turn(sig);
             }
             self.out.thinking(step);
@@ -348,7 +359,7 @@ impl Agent {
                 // A stopping signal abandons the request: no model.response.
                 tokio::select! {
                     r = self.provider.send(&request, &body, &mut on_text) => Some(r),
-                    () = crate::signals::wait() => None,
+                    () = self.stop.wait() => None,
                 }
             };
             // The request shares the state's view: let go of it before the
@@ -359,7 +370,7 @@ impl Agent {
             self.out.done_thinking();
             let reply = match reply {
                 None => {
-                    return self.stop_turn(crate::signals::received().unwrap_or(Signal::SIGINT));
+                    return self.stop_turn(self.stop.signal().unwrap_or(Signal::SIGINT));
                 }
                 Some(Ok(r)) => {
                     overflowed = false;
@@ -420,7 +431,7 @@ impl Agent {
             let mut next = 0;
             while next < calls.len() {
                 let call = &calls[next];
-                if let Some(sig) = crate::signals::received() {
+                if let Some(sig) = self.stop.signal() {
                     // Stopped before this call started: it never runs.
                     let mut result = ToolResult::not_run(step, &call.id, &call.name);
                     result.signal = Some(crate::signals::name(sig).to_string());
@@ -443,7 +454,7 @@ impl Agent {
                 }
             }
             self.save_step(step)?;
-            if let Some(sig) = crate::signals::received() {
+            if let Some(sig) = self.stop.signal() {
                 return self.stop_turn(sig);
             }
             if calls.is_empty() {
@@ -504,7 +515,7 @@ impl Agent {
             source: "truncated".to_string(),
         }))?;
         self.save_step(step)?;
-        if let Some(sig) = crate::signals::received() {
+        if let Some(sig) = self.stop.signal() {
             return self.stop_turn(sig).map(|t| Some(Unfinished::Stop(t)));
         }
         Ok(Some(Unfinished::Again))
@@ -649,7 +660,7 @@ impl Agent {
     /// message. Any other signal, or one outside a chat, ends the run.
     fn stop_turn(&mut self, sig: Signal) -> Result<Turn, AgentError> {
         if self.config.chat && sig == Signal::SIGINT {
-            crate::signals::clear();
+            self.stop.clear();
             let step = self.state().step;
             self.append(Event::ChatWaiting(ChatWaiting {
                 step,

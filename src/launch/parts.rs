@@ -94,6 +94,7 @@ pub fn start_mcp(
     servers: &McpSection,
     config: &RunConfig,
     protected: &crate::exec::protected::Protected,
+    stop: &crate::signals::StopToken,
 ) -> Result<McpServers, LaunchError> {
     let hide: Vec<String> = config.model.api_key_env.iter().cloned().collect();
     let mut specs = ServerSpec::enabled(&servers.servers, &config.workspace, &hide);
@@ -127,8 +128,8 @@ pub fn start_mcp(
             )));
         }
     }
-    crate::runtime::blocking(|| McpServers::start(specs)).map_err(|e| {
-        match crate::signals::received() {
+    crate::runtime::blocking(|| McpServers::start(specs, stop)).map_err(|e| {
+        match stop.signal() {
             // Stopped while the servers started: nothing was written.
             Some(sig) => LaunchError::Stopped(sig, e),
             None => LaunchError::refused(e),

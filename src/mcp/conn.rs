@@ -235,6 +235,7 @@ pub(super) fn stderr_tail(tail: &Shared<StderrTail>) -> String {
 pub(super) fn connect(
     rt: &tokio::runtime::Runtime,
     spec: &ServerSpec,
+    stop: &crate::signals::StopToken,
 ) -> Result<(Conn, Vec<McpToolInfo>), String> {
     let spawned = spawn(spec)?;
     let Spawned {
@@ -280,7 +281,7 @@ pub(super) fn connect(
                 break Err("its session ended unexpectedly".into());
             }
             Err(RecvTimeoutError::Timeout) => {
-                if let Some(sig) = crate::signals::received() {
+                if let Some(sig) = stop.signal() {
                     break Err(format!(
                         "interrupted by {} while it started",
                         crate::signals::name(sig)

@@ -19,6 +19,7 @@
 use super::ServerSpec;
 use super::conn::{Conn, Shared, connect, limit_text, lock, stderr_tail, stop_conn};
 use super::render::render;
+use crate::signals::StopToken;
 use crate::tools::ToolOutcome;
 use rmcp::model::{CallToolRequestParams, JsonObject, Tool as McpToolInfo};
 use rmcp::service::{RoleClient, ServiceError};
@@ -56,19 +57,23 @@ pub struct Server {
     /// The tools the server listed at start.
     tools: Vec<McpToolInfo>,
     live: Mutex<Live>,
+    /// The run's stop token: a start or a call waiting on the server gives
+    /// up when it is set.
+    stop: StopToken,
 }
 
 impl Server {
     /// Starts the server and lists its tools, within its startup timeout.
     /// The error names the server and says why (with the end of its stderr).
-    pub fn start(spec: ServerSpec) -> Result<Server, String> {
+    /// `stop` (the run's) cuts the start, and later calls, short.
+    pub fn start(spec: ServerSpec, stop: StopToken) -> Result<Server, String> {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name(format!("mcp-{}", spec.name))
             .enable_all()
             .build()
             .map_err(|e| format!("MCP server `{}`: cannot start a runtime: {e}", spec.name))?;
-        let (conn, tools) = connect(&rt, &spec)?;
+        let (conn, tools) = connect(&rt, &spec, &stop)?;
         Ok(Server {
             spec,
             rt: Some(rt),
@@ -77,6 +82,7 @@ impl Server {
                 conn: Some(conn),
                 ..Live::default()
             }),
+            stop,
         })
     }
 
@@ -155,7 +161,7 @@ impl Server {
                 }
                 Err(RecvTimeoutError::Timeout) => {}
             }
-            if let Some(sig) = crate::signals::received() {
+            if let Some(sig) = self.stop.signal() {
                 task.abort();
                 let name = crate::signals::name(sig);
                 let mut outcome = ToolOutcome::error(format!(
@@ -354,7 +360,7 @@ impl Server {
             live.dead = Some(why.clone());
             Err(why)
         };
-        match connect(rt, &self.spec) {
+        match connect(rt, &self.spec, &self.stop) {
             Ok((conn, tools)) if same_tools(&tools, &self.tools) => {
                 live.conn = Some(conn);
                 live.generation += 1;
@@ -423,7 +429,7 @@ mod tests {
             hide: vec![],
             confine: None,
         };
-        let e = Server::start(spec).err().unwrap();
+        let e = Server::start(spec, StopToken::new()).err().unwrap();
         assert!(
             e.contains("`nope`") && e.contains("could not be started"),
             "{e}"
@@ -443,7 +449,7 @@ mod tests {
             hide: vec![],
             confine: None,
         };
-        let e = Server::start(spec).err().unwrap();
+        let e = Server::start(spec, StopToken::new()).err().unwrap();
         assert!(e.contains("`echoer` failed to start"), "{e}");
     }
 
@@ -464,7 +470,7 @@ mod tests {
             confine: None,
         };
         let started = Instant::now();
-        let e = Server::start(spec).err().unwrap();
+        let e = Server::start(spec, StopToken::new()).err().unwrap();
         assert!(
             e.contains("`flood` failed to start") && e.contains("larger than 16 MiB"),
             "{e}"

@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 const PROMPT: &str = crate::tui::prompt::PROMPT;
 
 /// `tinyagent chat`.
-pub async fn chat(args: &ChatArgs) -> Result<i32, CliError> {
+pub async fn chat(args: &ChatArgs, stop: &crate::signals::StopToken) -> Result<i32, CliError> {
     crate::launch::need_terminal("tinyagent chat")?;
     if let Some(log) = &args.resume {
         // The flags a resume shares go over whole; the ones only a new run
@@ -58,7 +58,7 @@ pub async fn chat(args: &ChatArgs) -> Result<i32, CliError> {
             session: args.opts.session.clone(),
             ..ResumeArgs::default()
         };
-        return super::resume(&resume, true).await;
+        return super::resume(&resume, true, stop).await;
     }
     let first = args.words.join(" ");
     if !first.trim().is_empty()
@@ -72,7 +72,7 @@ pub async fn chat(args: &ChatArgs) -> Result<i32, CliError> {
         task: String::new(),
         opts,
     };
-    super::run(&run, true).await
+    super::run(&run, true, stop).await
 }
 
 /// Where a person watches: calls that change files or run commands are
@@ -151,16 +151,20 @@ impl Editor {
         Editor { ask }
     }
 
-    /// The next line, or the stopping signal that came first.
-    async fn line(&self, status: String) -> Result<Line, nix::sys::signal::Signal> {
+    /// The next line, or the stopping signal (`stop` set) that came first.
+    async fn line(
+        &self,
+        status: String,
+        stop: &crate::signals::StopToken,
+    ) -> Result<Line, nix::sys::signal::Signal> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         if self.ask.send((status, tx)).is_err() {
             return Ok(Line::Failed("the line editor stopped".into()));
         }
         tokio::select! {
             line = rx => Ok(line.unwrap_or_else(|_| Line::Failed("the line editor stopped".into()))),
-            () = crate::signals::wait() => {
-                Err(crate::signals::received().unwrap_or(nix::sys::signal::Signal::SIGTERM))
+            () = stop.wait() => {
+                Err(stop.signal().unwrap_or(nix::sys::signal::Signal::SIGTERM))
             }
         }
     }
@@ -267,7 +271,8 @@ pub async fn converse(agent: &mut Agent) -> Result<RunStatus, AgentError> {
         if agent.state().chat_waiting || prompt_first {
             let asked = std::time::Instant::now();
             let status = crate::tui::status::Status::of(agent).line();
-            let line = editor.line(status).await;
+            let stop = agent.stop_token().clone();
+            let line = editor.line(status, &stop).await;
             agent.add_waiting(asked.elapsed());
             match line {
                 Err(sig) => {
