@@ -15,6 +15,7 @@ pub(crate) mod compaction;
 mod hook_calls;
 pub(crate) mod hooks;
 pub mod instructions;
+mod journal;
 
 pub mod prompt;
 pub(crate) mod resume;
