@@ -51,7 +51,9 @@ impl Checkpointer {
         self.full_walks
     }
 
-    /// A warning about the watch to give the person (once per checkpointer).
+    /// A warning to give the person: the watch could not be trusted (once
+    /// per checkpointer), or a pack could not be indexed again (set by
+    /// [`Checkpointer::take`]).
     pub fn take_warning(&mut self) -> Option<String> {
         self.warning.take()
     }

@@ -89,7 +89,8 @@ pub fn resolve_engine(config: &mut RunConfig) -> Result<(), LaunchError> {
 /// sandbox environment they run inside the same bubblewrap sandbox as the
 /// run's commands (the run's own files out of reach, `protected`); the
 /// container environment refuses them, since its container is started only
-/// once the run's first record (which lists their tools) is written.
+/// once the run's first record (which lists their tools) is written. A
+/// stopping signal (`stop`) while they start is [`LaunchError::Stopped`].
 pub fn start_mcp(
     servers: &McpSection,
     config: &RunConfig,

@@ -231,7 +231,8 @@ pub(super) fn stderr_tail(tail: &Shared<StderrTail>) -> String {
 }
 
 /// Spawns the server, initializes the session and lists the tools, within
-/// the startup timeout; on any failure the process group is killed.
+/// the startup timeout (cut short when `stop` is set); on any failure the
+/// process group is killed.
 pub(super) fn connect(
     rt: &tokio::runtime::Runtime,
     spec: &ServerSpec,

@@ -3,7 +3,7 @@
 //!
 //! The client session runs on a small tokio runtime owned by the server;
 //! calls come from the agent's (synchronous) tool threads, which wait for
-//! the answer while watching for a stopping signal.
+//! the answer while watching the run's stop token (given at start).
 //!
 //! A server that exits while the run goes on is started again once, and
 //! only if it offers the same tools; after that its calls are errors.

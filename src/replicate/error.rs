@@ -31,9 +31,11 @@ impl Fence {
     }
 }
 
-/// A replication failure. Every variant but [`ReplicateError::Exists`] and
-/// [`ReplicateError::Connect`] ends a writer: its sync point (and every
-/// later one) fails unacknowledged.
+/// A replication failure. [`ReplicateError::Exists`] and
+/// [`ReplicateError::Connect`] refuse a run before it starts. Afterwards,
+/// in sync mode any failure ends the writer: its sync point and every later
+/// one fail unacknowledged. In async mode only [`ReplicateError::Fenced`]
+/// does; the other failures are an outage the shipper retries.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReplicateError {
     /// Another writer took the run over (a conditional put of the manifest

@@ -66,7 +66,7 @@ impl Settings {
     /// Flags over `[replicate]`; `None` when no URL is given.
     ///
     /// # Errors
-    /// A bad URL or mode, a zero timeout.
+    /// A bad URL or mode, a zero timeout or lease.
     pub fn resolve(
         url: Option<&str>,
         mode: Option<&str>,

@@ -8,7 +8,8 @@ use crate::config::EngineKind;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-/// What `podman run` needs to create a run's container.
+/// What the engine's `run` (podman's or docker's) needs to create a run's
+/// container.
 pub struct Create<'a> {
     pub image: &'a str,
     pub network: bool,
