@@ -71,7 +71,7 @@
 //!   that stops early;
 //!   [`runtime`]: the current-thread tokio runtime commands run on, and
 //!   [`runtime::blocking`] for the synchronous work (tools, hooks) in it.
-//! - [`bench`]: the save-cost benchmark and the synthetic runs it measures;
+//! - [`mod@bench`]: the save-cost benchmark and the synthetic runs it measures;
 //!   `trajectory`: whole-file trajectory JSON (schema v1 and v2) to and from
 //!   a log; `text`: the string shorteners every human-facing line uses.
 

@@ -187,7 +187,7 @@ fn named_key_vars(command: &Command) -> Vec<String> {
 }
 
 /// `tinyagent run`, or a new `tinyagent chat` (`chat`: its prompt instead
-/// of a task); `stop` is the command's stop token ([`listen_for_stop`]).
+/// of a task); `stop` is the command's stop token (`listen_for_stop`).
 pub async fn run(args: &RunArgs, chat: bool, stop: &StopToken) -> Result<i32, CliError> {
     let running = launch::new::open(args, chat, stop)?;
     // Indexed under $TINYAGENT_HOME, so `sessions` lists a run logged

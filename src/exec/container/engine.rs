@@ -71,7 +71,8 @@ pub(super) fn trimmed(bytes: &[u8]) -> String {
 }
 
 /// The engine's command line with a scrubbed environment: of the agent's
-/// variables only [`ENGINE_VARS`] (never a key).
+/// variables only a short list (`PATH`, `HOME`, the engine's own settings;
+/// never a key).
 pub fn engine_command(binary: &Path) -> Command {
     let mut cmd = Command::new(binary);
     crate::exec::host::detach(&mut cmd);

@@ -32,7 +32,7 @@
 //! check they always had; see [`SnapshotHeader::header_crc`].
 //!
 //! The [`SnapshotWriter`] is a thread with its own mirror of the state (a
-//! [`Fold`]): the store sends it every appended record after it is durable (a move, no clone, no
+//! [`crate::Fold`]): the store sends it every appended record after it is durable (a move, no clone, no
 //! serialisation on the append path) and it writes a snapshot every
 //! `snapshot_every` records. The channel is unbounded, so a slow snapshot
 //! never delays an append.

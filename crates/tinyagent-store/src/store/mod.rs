@@ -179,7 +179,7 @@ impl<R: Record, S: Fold<R>> Store<R, S> {
     /// Opens an existing log for appending (see the module docs).
     ///
     /// # Errors
-    /// Refusals ([`StoreError::exit_code`] 2: missing, locked, not a log,
+    /// Refusals ([`StoreError::is_refusal`]: missing, locked, not a log,
     /// corrupt, empty) and I/O failures.
     pub fn open(path: &Path, opts: StoreOptions) -> Result<(Self, OpenReport), StoreError> {
         check_regular(path)?;
