@@ -33,9 +33,11 @@ fn graph() -> BTreeMap<String, BTreeSet<String>> {
                 continue;
             }
             let name = p.file_name().unwrap().to_string_lossy().to_string();
-            // Test-only files.
+            // Test-only files (and directories of them).
             if p.extension().is_none_or(|x| x != "rs")
                 || ["tests.rs", "proptests.rs", "testkit.rs"].contains(&name.as_str())
+                || p.strip_prefix(&src)
+                    .is_ok_and(|rel| rel.components().any(|c| c.as_os_str() == "tests"))
             {
                 continue;
             }

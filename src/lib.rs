@@ -49,7 +49,8 @@
 //!   and a message over 16 MiB is refused.
 //! - [`replicate`]: the log and checkpoint store shipped to S3-compatible
 //!   storage after each sync point (sync or async), a fenced single writer
-//!   per run, and a run fetched from a bucket onto a new machine.
+//!   per run, and a run fetched from a bucket onto a new machine; its errors
+//!   are one enum ([`replicate::ReplicateError`]).
 //! - [`report`]: everything a run prints: best-effort lines on stdout and
 //!   stderr, the `--json` event stream, and the live human view.
 //! - [`agent`]: the loop (persist the intent, act, persist the result), the
@@ -65,10 +66,12 @@
 //!   a look at a log: `log inspect/verify/repair/export/import/diff`,
 //!   `sessions`, `approve`, `demo`, `bench save`) and the outcome to an exit
 //!   code.
-//! - [`signals`]: SIGINT, SIGTERM and SIGHUP, which stop a run cleanly;
+//! - [`signals`]: SIGINT, SIGTERM and SIGHUP, which stop a run cleanly by
+//!   setting the command's [`signals::StopToken`], handed down to every part
+//!   that stops early;
 //!   [`runtime`]: the current-thread tokio runtime commands run on, and
 //!   [`runtime::blocking`] for the synchronous work (tools, hooks) in it.
-//! - [`bench`]: the save-cost benchmark and the synthetic runs it measures;
+//! - [`mod@bench`]: the save-cost benchmark and the synthetic runs it measures;
 //!   `trajectory`: whole-file trajectory JSON (schema v1 and v2) to and from
 //!   a log; `text`: the string shorteners every human-facing line uses.
 

@@ -304,7 +304,7 @@ impl Agent {
             (Some(prefix), true) => format!(" / [a]lways `{}`", printable(prefix)),
             (None, true) => format!(" / [a]lways {}", printable(&call.name)),
         };
-        let reply = wait_for_answer(&wal, step, call, &details, &always);
+        let reply = wait_for_answer(&wal, step, call, &details, &always, &self.stop);
         self.timing.waiting += asked.elapsed();
         let (decision, always, reason, by) = match reply {
             Reply::Stopped(sig) => return Ok(Approval::Stopped(sig)),
@@ -368,7 +368,14 @@ impl Agent {
 ///
 /// `details` (the command, the diff) is shown before the question;
 /// `always` is the question's "always" choice (empty: not offered).
-fn wait_for_answer(wal: &Path, step: u64, call: &ToolCall, details: &str, always: &str) -> Reply {
+fn wait_for_answer(
+    wal: &Path,
+    step: u64,
+    call: &ToolCall,
+    details: &str,
+    always: &str,
+    stop: &crate::signals::StopToken,
+) -> Reply {
     use std::io::IsTerminal;
     let owner =
         std::fs::metadata(wal).map_or_else(|_| nix::unistd::geteuid().as_raw(), |m| m.uid());
@@ -404,7 +411,7 @@ fn wait_for_answer(wal: &Path, step: u64, call: &ToolCall, details: &str, always
     }
     crate::runtime::blocking(|| {
         loop {
-            if let Some(sig) = crate::signals::received() {
+            if let Some(sig) = stop.signal() {
                 if tty {
                     crate::report::err_text("\n");
                 }

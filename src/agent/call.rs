@@ -1,9 +1,12 @@
 //! The call runner: the one place a tool call goes through
 //! pre hook -> approval -> `tool.started` -> run -> post hook -> `tool.result`
 //! (-> `plan.updated`). The live loop and resume's re-runs both use it, so a
-//! re-run call is hooked and recorded exactly like a live one.
+//! re-run call is hooked and recorded exactly like a live one. What it
+//! writes, and which writes are sync points, goes through the call's
+//! [`Journal`] (journal.rs).
 
 use super::approval::Approval;
+use super::journal::Journal;
 use super::{Agent, AgentError};
 use crate::event::{
     CallProcess, Event, HookBlocked, HookRun, PlanItem, PlanUpdated, ToolCall, ToolResult,
@@ -27,68 +30,62 @@ impl Agent {
         call: &ToolCall,
         rerun: bool,
     ) -> Result<(), AgentError> {
+        let journal = Journal::of(step, call);
         let mut hooks = Vec::new();
-        match self.run_pre_hook(step, call, &mut hooks)? {
+        // Sync point (with a pre hook): what the hook is shown.
+        match self.run_pre_hook(&journal, &mut hooks)? {
             Gate::Open => {}
-            Gate::Stopped(sig) => return self.stopped_before_start(step, call, sig, hooks),
-            Gate::Blocked(reason) => return self.blocked(step, call, &reason, hooks),
+            Gate::Stopped(sig) => return self.stopped_before_start(&journal, sig, hooks),
+            Gate::Blocked(reason) => return self.blocked(&journal, &reason, hooks),
         }
         // The person is asked after the pre hook: a call the person's own
         // hook blocks is not worth a question (docs/design.md, "Approvals").
         match self.approve(step, call)? {
             Approval::Allowed => {}
-            Approval::Stopped(sig) => return self.stopped_before_start(step, call, sig, hooks),
+            Approval::Stopped(sig) => return self.stopped_before_start(&journal, sig, hooks),
             Approval::Denied { by, reason } => {
                 let mut result = ToolResult::denied(step, call, &by, reason.as_deref());
                 result.hooks = hooks;
-                self.stage(Event::ToolResult(result))?;
+                journal.result(self, result)?;
                 self.checkpoint_event(step);
                 return Ok(());
             }
         }
-        // A re-run call's `tool.started` is already durable: the intent is
-        // the same call's, so it is not written twice. A foreground command
-        // writes its own, with its process group, when it is launched.
-        // `tool.started` is a sync point: it goes with everything staged
-        // before it (the step's model.response, the previous call's result).
+        // Sync point: the intent, before the tool runs. A foreground
+        // command's is made by its launch instead, with its process group
+        // (`CallLauncher::record`), before the command may act.
         let launches = !rerun && self.tools.launches(call);
-        if !rerun && !launches {
-            self.stage(Event::ToolStarted(ToolStarted::new(step, call)))?;
-        }
         if !launches {
-            self.flush()?;
+            journal.intent(self, rerun)?;
         }
         let started = std::time::Instant::now();
         let (mut outcome, launched) = self.execute(step, call, launches);
         self.timing.tools += started.elapsed();
         if launches && !launched {
-            // The command could not be started (nothing ran): the call still
-            // gets its tool.started before its result.
-            self.stage(Event::ToolStarted(ToolStarted::new(step, call)))?;
+            journal.unlaunched(self)?;
         }
-        for record in std::mem::take(&mut outcome.records) {
-            self.stage(record)?;
-        }
-        self.finish_call(step, call, outcome, hooks, rerun)
+        // Staged: what the tool recorded; then (with a post hook, after a
+        // sync point) the result, durable with the next sync point.
+        journal.outcome(self, &mut outcome)?;
+        self.finish_call(&journal, outcome, hooks, rerun)
     }
 
-    /// The pre hook of `call` (its run goes into `hooks`), and what it means
-    /// for the call. What the hook is shown is durable before it runs: it is
-    /// a command of the person's.
+    /// The pre hook of the call (its run goes into `hooks`), and what it
+    /// means for the call. What the hook is shown is durable before it
+    /// runs: it is a command of the person's.
     fn run_pre_hook(
         &mut self,
-        step: u64,
-        call: &ToolCall,
+        journal: &Journal<'_>,
         hooks: &mut Vec<HookRun>,
     ) -> Result<Gate, AgentError> {
         if self.config.hooks.pre_tool.is_some() {
-            self.flush()?;
+            journal.before_hook(self)?;
         }
-        let Some(pre) = self.pre_hook(step, call) else {
+        let Some(pre) = self.pre_hook(journal.step, journal.call) else {
             return Ok(Gate::Open);
         };
         hooks.push(pre.run);
-        if let Some(sig) = crate::signals::received() {
+        if let Some(sig) = self.stop.signal() {
             return Ok(Gate::Stopped(sig));
         }
         Ok(pre.blocked.map_or(Gate::Open, Gate::Blocked))
@@ -97,36 +94,34 @@ impl Agent {
     /// A call a signal stopped before it started: it never runs.
     fn stopped_before_start(
         &mut self,
-        step: u64,
-        call: &ToolCall,
+        journal: &Journal<'_>,
         sig: Signal,
         hooks: Vec<HookRun>,
     ) -> Result<(), AgentError> {
-        let mut result = ToolResult::not_run(step, &call.id, &call.name);
+        let call = journal.call;
+        let mut result = ToolResult::not_run(journal.step, &call.id, &call.name);
         result.signal = Some(crate::signals::name(sig).to_string());
         result.hooks = hooks;
-        self.stage(Event::ToolResult(result))?;
-        self.checkpoint_event(step);
+        journal.result(self, result)?;
+        self.checkpoint_event(journal.step);
         Ok(())
     }
 
     /// A call the pre hook blocked: `hook.blocked`, then its error result.
     fn blocked(
         &mut self,
-        step: u64,
-        call: &ToolCall,
+        journal: &Journal<'_>,
         reason: &str,
         hooks: Vec<HookRun>,
     ) -> Result<(), AgentError> {
+        let (step, call) = (journal.step, journal.call);
         self.stage(Event::HookBlocked(HookBlocked {
             step,
             call_id: call.id.clone(),
             hook: "pre_tool".into(),
             reason: reason.to_string(),
         }))?;
-        self.stage(Event::ToolResult(ToolResult::blocked(
-            step, call, reason, hooks,
-        )))?;
+        journal.result(self, ToolResult::blocked(step, call, reason, hooks))?;
         self.checkpoint_event(step);
         Ok(())
     }
@@ -136,17 +131,17 @@ impl Agent {
     /// step.saved) and the plan update.
     fn finish_call(
         &mut self,
-        step: u64,
-        call: &ToolCall,
+        journal: &Journal<'_>,
         mut outcome: ToolOutcome,
         mut hooks: Vec<HookRun>,
         rerun: bool,
     ) -> Result<(), AgentError> {
+        let (step, call) = (journal.step, journal.call);
         if self.config.hooks.post_tool.is_some() {
-            self.flush()?;
+            journal.before_hook(self)?;
         }
         // A run being stopped runs no more hooks.
-        let post = match crate::signals::received() {
+        let post = match self.stop.signal() {
             Some(_) => None,
             None => self.post_hook(step, call, &outcome),
         };
@@ -170,7 +165,7 @@ impl Agent {
             result.interrupted = true;
             result.signal = outcome.signal.map(str::to_string);
         }
-        self.stage(Event::ToolResult(result))?;
+        journal.result(self, result)?;
         if let Some((items, note)) = outcome.plan_update {
             self.update_plan(step, items, note)?;
         }
@@ -192,33 +187,33 @@ impl Agent {
         let mut hooks: Vec<Vec<HookRun>> = vec![Vec::new(); calls.len()];
         let mut gates = Vec::with_capacity(calls.len());
         for (call, h) in calls.iter().zip(hooks.iter_mut()) {
-            gates.push(self.run_pre_hook(step, call, h)?);
+            gates.push(self.run_pre_hook(&Journal::of(step, call), h)?);
         }
-        let stopping = crate::signals::received();
+        let stopping = self.stop.signal();
         let runs: Vec<bool> = gates
             .iter()
             .map(|g| matches!(g, Gate::Open) && stopping.is_none())
             .collect();
-        for (call, _) in calls.iter().zip(&runs).filter(|(_, r)| **r) {
-            self.stage(Event::ToolStarted(ToolStarted::new(step, call)))?;
-        }
-        self.flush()?;
+        // One sync point: the intents of every call that runs.
+        let running = calls.iter().zip(&runs).filter(|(_, r)| **r);
+        Journal::intents(self, step, running.map(|(call, _)| call))?;
         let started = std::time::Instant::now();
         let outcomes = self.execute_read_only(step, calls, &runs);
         self.timing.tools += started.elapsed();
         for (((call, gate), outcome), call_hooks) in
             calls.iter().zip(gates).zip(outcomes).zip(hooks)
         {
+            let journal = Journal::of(step, call);
             match (gate, outcome) {
-                (Gate::Blocked(reason), _) => self.blocked(step, call, &reason, call_hooks)?,
-                (_, Some(outcome)) => self.finish_call(step, call, outcome, call_hooks, false)?,
+                (Gate::Blocked(reason), _) => self.blocked(&journal, &reason, call_hooks)?,
+                (_, Some(outcome)) => self.finish_call(&journal, outcome, call_hooks, false)?,
                 (Gate::Stopped(sig), None) => {
-                    self.stopped_before_start(step, call, sig, call_hooks)?;
+                    self.stopped_before_start(&journal, sig, call_hooks)?;
                 }
                 (Gate::Open, None) => {
                     // Not run: a signal came while the pre hooks ran.
                     let sig = stopping.unwrap_or(Signal::SIGINT);
-                    self.stopped_before_start(step, call, sig, call_hooks)?;
+                    self.stopped_before_start(&journal, sig, call_hooks)?;
                 }
             }
         }
@@ -234,12 +229,13 @@ impl Agent {
         runs: &[bool],
     ) -> Vec<Option<ToolOutcome>> {
         let plan = self.store.state().plan.clone();
-        let (tools, workspace, env, processes, protected) = (
+        let (tools, workspace, env, processes, protected, stop) = (
             &self.tools,
             self.config.workspace.as_path(),
             self.env.as_ref(),
             &self.processes,
             &self.protected,
+            &self.stop,
         );
         let todo: Vec<usize> = (0..calls.len()).filter(|&i| runs[i]).collect();
         let workers = std::thread::available_parallelism()
@@ -262,6 +258,7 @@ impl Agent {
                             plan: plan.as_ref(),
                             launch: &crate::exec::group::Unrecorded,
                             protected,
+                            stop,
                         };
                         loop {
                             let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -332,6 +329,7 @@ impl Agent {
             plan: plan.as_ref(),
             launch: &launcher,
             protected: &self.protected,
+            stop: &self.stop,
         };
         let outcome = crate::runtime::blocking(|| self.tools.call(&ctx, call));
         let launched = launcher.launched.get();

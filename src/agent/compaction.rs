@@ -140,7 +140,7 @@ impl Agent {
         let reply = tokio::select! {
             r = self.provider.complete(&request, &mut ignore) => r,
             // Abandoned: the loop sees the signal and ends the run.
-            () = crate::signals::wait() => return Ok(false),
+            () = self.stop.wait() => return Ok(false),
         };
         let reply = match reply {
             Ok(r) => r,

@@ -62,7 +62,13 @@ impl Agent {
         }
         let hooks = &self.config.hooks;
         crate::runtime::blocking(|| {
-            hooks::run_hook(command, input, &self.config.workspace, hooks.timeout)
+            hooks::run_hook(
+                command,
+                input,
+                &self.config.workspace,
+                hooks.timeout,
+                &self.stop,
+            )
         })
     }
 

@@ -41,12 +41,14 @@ impl HookOutcome {
     }
 }
 
-/// Runs `command` with `input` on stdin, in `cwd`, for at most `timeout`.
+/// Runs `command` with `input` on stdin, in `cwd`, for at most `timeout`;
+/// stopped with the run when `stop` is set.
 pub fn run_hook(
     command: &str,
     input: &Value,
     cwd: &std::path::Path,
     timeout: Duration,
+    stop: &crate::signals::StopToken,
 ) -> HookOutcome {
     let mut cmd = Command::new("sh");
     cmd.arg("-c")
@@ -84,9 +86,9 @@ pub fn run_hook(
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break Some(status),
-            Ok(None) if let Some(sig) = crate::signals::received() => {
+            Ok(None) if let Some(sig) = stop.signal() => {
                 // The run is being stopped: the hook goes with it.
-                let seen = crate::signals::count();
+                let seen = stop.count();
                 crate::exec::group::stop(
                     child.id(),
                     sig,
@@ -95,7 +97,7 @@ pub fn run_hook(
                         std::thread::sleep(wait);
                         !matches!(child.try_wait(), Ok(None))
                     },
-                    || crate::signals::count() > seen,
+                    || stop.count() > seen,
                 );
                 let _ = child.wait();
                 return HookOutcome::Failed {
@@ -242,6 +244,7 @@ mod tests {
             &json!({"tool": "bash"}),
             std::path::Path::new("."),
             Duration::from_secs(5),
+            &crate::signals::StopToken::new(),
         )
     }
 
@@ -279,6 +282,7 @@ mod tests {
             &json!({}),
             std::path::Path::new("."),
             Duration::from_millis(100),
+            &crate::signals::StopToken::new(),
         );
         assert!(
             matches!(t, HookOutcome::Failed { ref error } if error.contains("timed out")),
@@ -293,6 +297,7 @@ mod tests {
             &json!({"tool": "bash"}),
             std::path::Path::new("."),
             Duration::from_secs(5),
+            &crate::signals::StopToken::new(),
         );
         assert_eq!(
             o,
@@ -313,6 +318,7 @@ mod tests {
             &json!({}),
             std::path::Path::new("."),
             Duration::from_secs(2),
+            &crate::signals::StopToken::new(),
         );
         assert_eq!(
             o,

@@ -15,6 +15,7 @@ pub(crate) mod compaction;
 mod hook_calls;
 pub(crate) mod hooks;
 pub mod instructions;
+mod journal;
 
 pub mod prompt;
 pub(crate) mod resume;
@@ -28,6 +29,7 @@ use crate::exec::ExecEnv;
 use crate::model::Provider;
 use crate::report::Output;
 use crate::session::State;
+use crate::signals::StopToken;
 use crate::store::{Store, StoreError};
 use crate::tools::{ProcessTable, ToolSet};
 use nix::sys::signal::Signal;
@@ -101,6 +103,8 @@ pub struct AgentParts {
     pub env: Box<dyn ExecEnv>,
     pub processes: ProcessTable,
     pub out: Output,
+    /// Set when a stopping signal arrives ([`crate::signals`]).
+    pub stop: StopToken,
 }
 
 /// A run in progress.
@@ -123,6 +127,8 @@ pub struct Agent {
     compaction_backoff: Option<u64>,
     /// The workspace's checkpoint store (`None`: no usable git).
     checkpoints: Option<crate::checkpoint::Checkpointer>,
+    /// Set when a stopping signal arrives.
+    stop: StopToken,
 }
 
 /// Where the time of this process's part of the run went: the agent's own
@@ -204,7 +210,13 @@ impl Agent {
             env: parts.env,
             processes: parts.processes,
             out,
+            stop: parts.stop,
         })
+    }
+
+    /// The run's stop token (a chat's prompt waits on it too).
+    pub fn stop_token(&self) -> &StopToken {
+        &self.stop
     }
 
     pub fn state(&self) -> &State {
@@ -320,7 +332,7 @@ impl Agent {
         let mut overflowed = false;
         loop {
             self.record_exited_processes()?;
-            if let Some(sig) = crate::signals::received() {
+            if let Some(sig) = self.stop.signal() {
                 return self.stop_turn(sig);
             }
             if let Some(status) = self.limit_reached() {
@@ -334,7 +346,7 @@ impl Agent {
                 (request, body) = self.step_request(step);
                 context = self.context_tokens(&body);
             }
-            if let Some(sig) = crate::signals::received() {
+            if let Some(sig) = self.stop.signal() {
                 return self.stop_turn(sig);
             }
             self.out.thinking(step);
@@ -345,7 +357,7 @@ impl Agent {
                 // A stopping signal abandons the request: no model.response.
                 tokio::select! {
                     r = self.provider.send(&request, &body, &mut on_text) => Some(r),
-                    () = crate::signals::wait() => None,
+                    () = self.stop.wait() => None,
                 }
             };
             // The request shares the state's view: let go of it before the
@@ -356,7 +368,7 @@ impl Agent {
             self.out.done_thinking();
             let reply = match reply {
                 None => {
-                    return self.stop_turn(crate::signals::received().unwrap_or(Signal::SIGINT));
+                    return self.stop_turn(self.stop.signal().unwrap_or(Signal::SIGINT));
                 }
                 Some(Ok(r)) => {
                     overflowed = false;
@@ -417,7 +429,7 @@ impl Agent {
             let mut next = 0;
             while next < calls.len() {
                 let call = &calls[next];
-                if let Some(sig) = crate::signals::received() {
+                if let Some(sig) = self.stop.signal() {
                     // Stopped before this call started: it never runs.
                     let mut result = ToolResult::not_run(step, &call.id, &call.name);
                     result.signal = Some(crate::signals::name(sig).to_string());
@@ -440,7 +452,7 @@ impl Agent {
                 }
             }
             self.save_step(step)?;
-            if let Some(sig) = crate::signals::received() {
+            if let Some(sig) = self.stop.signal() {
                 return self.stop_turn(sig);
             }
             if calls.is_empty() {
@@ -483,7 +495,7 @@ impl Agent {
             // on. With calls, they run first, as after any reply.
             StopReason::Pause if calls.is_empty() => {
                 self.save_step(step)?;
-                if let Some(sig) = crate::signals::received() {
+                if let Some(sig) = self.stop.signal() {
                     return self.stop_turn(sig).map(|t| Some(Unfinished::Stop(t)));
                 }
                 return Ok(Some(Unfinished::Again));
@@ -510,7 +522,7 @@ impl Agent {
             source: crate::event::TRUNCATED_SOURCE.to_string(),
         }))?;
         self.save_step(step)?;
-        if let Some(sig) = crate::signals::received() {
+        if let Some(sig) = self.stop.signal() {
             return self.stop_turn(sig).map(|t| Some(Unfinished::Stop(t)));
         }
         Ok(Some(Unfinished::Again))
@@ -657,7 +669,7 @@ impl Agent {
     /// message. Any other signal, or one outside a chat, ends the run.
     fn stop_turn(&mut self, sig: Signal) -> Result<Turn, AgentError> {
         if self.config.chat && sig == Signal::SIGINT {
-            crate::signals::clear();
+            self.stop.clear();
             let step = self.state().step;
             self.append(Event::ChatWaiting(ChatWaiting {
                 step,

@@ -19,25 +19,36 @@
 //! they lie in the workspace). A file larger than the size cap
 //! ([`max_file_bytes`]) is not stored: the checkpoint record names it with
 //! its size and SHA-256.
+//!
+//! The parts: `walk` (which files, and reading them safely), `look` (the
+//! whole tree or, with the watch, only what its events named; `watch` is
+//! the inotify side), `index` and `objects` (above), `git` (the binary),
+//! `store` (diff, a fork's copy), [`trust`] (a store tinyagent did not
+//! write is refused), [`restore`] and [`rewind`].
 
 mod git;
 mod index;
+mod look;
 mod objects;
 pub mod restore;
 pub mod rewind;
+mod store;
 #[cfg(test)]
 mod tests;
 pub mod trust;
+mod walk;
 mod watch;
 
 pub use git::{Git, GitError, check_version};
 use index::StatKey;
+use look::WatchMode;
 use objects::{Kind, Oid, PackWriter, hex, parse_hex};
-use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+pub use store::{clear_stale_lock, copy_store, diff};
+use walk::{OsStrPath, read_content, sha256_file};
+pub use walk::{walk, walk_with_stat};
 
 /// The default size cap of one stored file: 32 MiB.
 pub const DEFAULT_MAX_FILE_BYTES: u64 = 32 << 20;
@@ -161,25 +172,6 @@ pub struct Checkpointer {
     spares: Option<objects::Spares>,
 }
 
-/// What a checkpoint's walk found: the files and links with their stat
-/// data, the scope they cover (`None`: the whole tree), and how they were
-/// found (for the record; `None` when the watch is off).
-type Looked = (
-    Vec<(Vec<u8>, std::fs::Metadata)>,
-    Option<watch::Scope>,
-    Option<String>,
-);
-
-/// The checkpointer's file-system watch (`[checkpoints] watch`).
-enum WatchMode {
-    Off,
-    /// Wanted: set up by the next checkpoint's (full) walk.
-    Wanted,
-    On(watch::Watch),
-    /// Given up (the reason was warned about): every checkpoint walks.
-    Lost,
-}
-
 /// What a checkpointer knows between checkpoints.
 struct State {
     root: index::Dir,
@@ -232,188 +224,6 @@ impl Checkpointer {
             warning: None,
             warned: false,
             spares: None,
-        }
-    }
-
-    /// Turns the file-system watch on or off (off by default). With it on,
-    /// the next checkpoint walks the whole tree and watches every directory
-    /// it stores; later ones look only at the paths events named, until
-    /// something makes the watch untrustworthy (then they walk, and a
-    /// warning says why once: [`Checkpointer::take_warning`]).
-    pub fn set_watch(&mut self, on: bool) {
-        self.watch = if on {
-            WatchMode::Wanted
-        } else {
-            WatchMode::Off
-        };
-    }
-
-    /// The watch is on and trusted (set up by a checkpoint, not lost).
-    pub fn watching(&self) -> bool {
-        matches!(self.watch, WatchMode::On(_))
-    }
-
-    /// Checkpoints that walked the whole tree while the watch was wanted
-    /// (its first, and every fallback).
-    pub fn full_walks(&self) -> u64 {
-        self.full_walks
-    }
-
-    /// A warning about the watch to give the person (once per checkpointer).
-    pub fn take_warning(&mut self) -> Option<String> {
-        self.warning.take()
-    }
-
-    fn warn_once(&mut self, why: &str) {
-        if !self.warned {
-            self.warned = true;
-            self.warning = Some(format!(
-                "checkpoints: the file-system watch could not be trusted ({why}); the whole workspace was walked"
-            ));
-        }
-    }
-
-    /// The files and links to look at for a checkpoint, the scope they
-    /// cover (`None`: the whole tree), and how they were found (for the
-    /// record; `None` when the watch is off).
-    fn walk_for_checkpoint(&mut self, indexed: &index::Dir) -> Looked {
-        let full = |ws: &Path, p: &crate::exec::protected::Protected, w: Option<&watch::Watch>| {
-            walk_scoped(ws, p, None, w)
-        };
-        match std::mem::replace(&mut self.watch, WatchMode::Off) {
-            WatchMode::Off => (full(&self.workspace, &self.protected, None), None, None),
-            WatchMode::Lost => {
-                self.watch = WatchMode::Lost;
-                self.full_walks += 1;
-                (
-                    full(&self.workspace, &self.protected, None),
-                    None,
-                    Some("full: the watch was lost".into()),
-                )
-            }
-            WatchMode::Wanted => self.set_up("the watch is set up"),
-            WatchMode::On(w) => {
-                let ws = self.workspace.clone();
-                let protected = &self.protected;
-                let keep = |rel: &[u8]| {
-                    !rel.ends_with(b"/.git")
-                        && rel != b".git"
-                        && !protected.covers(&ws.join(OsStrPath::of(rel)))
-                };
-                match w.drain(&keep) {
-                    Ok(scope) => {
-                        let paths = self.scoped_paths(&scope, &w, indexed);
-                        // What this walk saw is right; a watch that could
-                        // not be added makes the next ones walk.
-                        if let Some(why) = w.broken() {
-                            self.warn_once(&why);
-                            self.watch = WatchMode::Lost;
-                        } else {
-                            self.watch = WatchMode::On(w);
-                        }
-                        (paths, Some(scope), Some("watch".into()))
-                    }
-                    Err(watch::Fallback::IgnoreRules) => {
-                        // The same watch; the walk adds watches to the
-                        // directories no longer ignored.
-                        self.full_walks += 1;
-                        let paths = full(&self.workspace, &self.protected, Some(&w));
-                        let note = format!("full: {}", watch::Fallback::IgnoreRules);
-                        if let Some(why) = w.broken() {
-                            self.warn_once(&why);
-                            self.watch = WatchMode::Lost;
-                        } else {
-                            self.watch = WatchMode::On(w);
-                        }
-                        (paths, None, Some(note))
-                    }
-                    Err(f @ (watch::Fallback::Overflow | watch::Fallback::Root)) => {
-                        // Events were lost: a new watch, set up by a walk.
-                        drop(w);
-                        self.warn_once(&format!("{f}; watching again"));
-                        self.warned = false; // a later loss is told too
-                        self.set_up(&f.to_string())
-                    }
-                    Err(watch::Fallback::Broken(why)) => {
-                        self.warn_once(&why);
-                        self.watch = WatchMode::Lost;
-                        self.full_walks += 1;
-                        (
-                            full(&self.workspace, &self.protected, None),
-                            None,
-                            Some(format!("full: {why}")),
-                        )
-                    }
-                }
-            }
-        }
-    }
-
-    /// The files and links under what the watch's events named. A named
-    /// file the index holds is looked at directly: it was neither ignored
-    /// nor the run's own when a walk stored it, and no ignore file has
-    /// changed since (the watch makes the checkpoint walk when one does),
-    /// so it still is not. Anything else (a directory, a new path, a file
-    /// that became something else) is walked, which adds the watches of new
-    /// directories and applies the ignore rules.
-    fn scoped_paths(
-        &self,
-        scope: &watch::Scope,
-        w: &watch::Watch,
-        indexed: &index::Dir,
-    ) -> Vec<(Vec<u8>, std::fs::Metadata)> {
-        let mut out = Vec::new();
-        let mut rest = Vec::new();
-        for p in scope.paths() {
-            if indexed.contains(p) {
-                match std::fs::symlink_metadata(self.workspace.join(OsStrPath::of(p))) {
-                    Ok(m) if m.file_type().is_file() || m.file_type().is_symlink() => {
-                        out.push((p.to_vec(), m));
-                        continue;
-                    }
-                    // Gone: the sweep of the scope's paths takes it out.
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                    _ => {}
-                }
-            }
-            rest.push(p.to_vec());
-        }
-        if !rest.is_empty() {
-            let rest = watch::Scope::new(rest);
-            out.extend(walk_scoped(
-                &self.workspace,
-                &self.protected,
-                Some(&rest),
-                Some(w),
-            ));
-        }
-        out
-    }
-
-    /// A new watch, with the full walk that adds its watches.
-    fn set_up(&mut self, why: &str) -> Looked {
-        self.full_walks += 1;
-        match watch::Watch::new() {
-            Ok(w) => {
-                let paths = walk_scoped(&self.workspace, &self.protected, None, Some(&w));
-                if let Some(broken) = w.broken() {
-                    self.warn_once(&broken);
-                    self.watch = WatchMode::Lost;
-                    (paths, None, Some(format!("full: {broken}")))
-                } else {
-                    self.watch = WatchMode::On(w);
-                    (paths, None, Some(format!("full: {why}")))
-                }
-            }
-            Err(e) => {
-                self.warn_once(&e);
-                self.watch = WatchMode::Lost;
-                (
-                    walk_scoped(&self.workspace, &self.protected, None, None),
-                    None,
-                    Some(format!("full: {e}")),
-                )
-            }
         }
     }
 
@@ -743,254 +553,4 @@ impl Checkpointer {
         }
         Ok((changed, count))
     }
-}
-
-/// The bytes to store of a file or link the walk saw with `meta`: the
-/// file's content (opened without following a link, and only if it is
-/// still the file that was looked at) or the link's target. `None`: gone,
-/// swapped for something else, unreadable, or grown over `max`.
-fn read_content(full: &Path, meta: &std::fs::Metadata, max: u64) -> Option<Vec<u8>> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    if meta.file_type().is_symlink() {
-        return std::fs::read_link(full)
-            .ok()
-            .map(|t| t.into_os_string().into_encoded_bytes());
-    }
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc_flags())
-        .open(full)
-        .ok()?;
-    let now = f.metadata().ok()?;
-    if !now.is_file() || now.ino() != meta.ino() || now.dev() != meta.dev() {
-        return None;
-    }
-    let mut data = Vec::with_capacity(usize::try_from(meta.size()).unwrap_or(0));
-    f.take(max + 1).read_to_end(&mut data).ok()?;
-    (data.len() as u64 <= max).then_some(data)
-}
-
-/// `O_NOFOLLOW | O_NONBLOCK | O_NOCTTY`: never through a link, never
-/// blocked by a FIFO swapped in.
-fn libc_flags() -> i32 {
-    use nix::fcntl::OFlag;
-    (OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_NOCTTY).bits()
-}
-
-/// The walk of a workspace: files and directories `.gitignore` and
-/// `.ignore` files do not exclude, never a `.git` directory, never the
-/// run's own files, links not followed.
-fn walker(
-    workspace: &Path,
-    protected: &crate::exec::protected::Protected,
-    scope: Option<std::sync::Arc<watch::Scope>>,
-) -> ignore::WalkBuilder {
-    let protected = protected.clone();
-    let root = workspace.to_path_buf();
-    let mut b = ignore::WalkBuilder::new(workspace);
-    b.hidden(false)
-        .parents(false)
-        .ignore(true)
-        .git_ignore(true)
-        .git_global(false)
-        .git_exclude(false)
-        .require_git(false)
-        .follow_links(false)
-        .filter_entry(move |e| {
-            e.file_name() != ".git"
-                && !protected.covers(e.path())
-                && scope.as_ref().is_none_or(|s| {
-                    e.path()
-                        .strip_prefix(&root)
-                        .is_ok_and(|rel| s.admits(rel.as_os_str().as_bytes()))
-                })
-        });
-    b
-}
-
-/// Relative paths (bytes) of the files and symlinks to store, in no
-/// particular order (at most [`MAX_FILES`]).
-pub fn walk(workspace: &Path, protected: &crate::exec::protected::Protected) -> Vec<Vec<u8>> {
-    walk_with_stat(workspace, protected)
-        .into_iter()
-        .map(|(p, _)| p)
-        .collect()
-}
-
-/// [`walk`] with each one's `lstat` data, taken by a few threads at once
-/// (the `lstat` of every file is most of a checkpoint's time on a large
-/// tree).
-pub fn walk_with_stat(
-    workspace: &Path,
-    protected: &crate::exec::protected::Protected,
-) -> Vec<(Vec<u8>, std::fs::Metadata)> {
-    walk_scoped(workspace, protected, None, None)
-}
-
-/// [`walk_with_stat`] of only what `scope` covers (and the directories on
-/// the way to it), adding a watch to each directory it goes into (within
-/// the scope) before that directory is read.
-fn walk_scoped(
-    workspace: &Path,
-    protected: &crate::exec::protected::Protected,
-    scope: Option<&watch::Scope>,
-    watch: Option<&watch::Watch>,
-) -> Vec<(Vec<u8>, std::fs::Metadata)> {
-    let scope = scope.map(|s| std::sync::Arc::new(s.clone()));
-    // A few paths: one thread walks them faster than several start.
-    let threads = if scope.is_some() {
-        1
-    } else {
-        std::thread::available_parallelism().map_or(1, |n| n.get().min(4))
-    };
-    let out = std::sync::Mutex::new(Vec::new());
-    let in_scope = scope.clone();
-    let visit = |entry: Result<ignore::DirEntry, ignore::Error>| {
-        use ignore::WalkState;
-        let Ok(entry) = entry else {
-            return WalkState::Continue;
-        };
-        if let Some(w) = watch
-            && entry.file_type().is_some_and(|ft| ft.is_dir())
-            && let Ok(rel) = entry.path().strip_prefix(workspace)
-        {
-            let rel = rel.as_os_str().as_bytes();
-            if in_scope.as_ref().is_none_or(|s| s.within(rel)) {
-                w.add(entry.path(), rel);
-            }
-        }
-        if !entry
-            .file_type()
-            .is_some_and(|ft| ft.is_file() || ft.is_symlink())
-        {
-            return WalkState::Continue;
-        }
-        let Ok(rel) = entry.path().strip_prefix(workspace) else {
-            return WalkState::Continue;
-        };
-        let Ok(meta) = std::fs::symlink_metadata(entry.path()) else {
-            return WalkState::Continue; // gone since the directory was read
-        };
-        let rel = rel.as_os_str().as_bytes().to_vec();
-        let mut out = out
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if out.len() >= MAX_FILES {
-            return WalkState::Quit;
-        }
-        out.push((rel, meta));
-        WalkState::Continue
-    };
-    // Even for one thread, the parallel walk: the sequential one opens
-    // every directory before the filter can skip it.
-    walker(workspace, protected, scope)
-        .threads(threads)
-        .build_parallel()
-        .run(|| Box::new(visit));
-    out.into_inner()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// A relative path from its bytes.
-struct OsStrPath;
-
-impl OsStrPath {
-    fn of(bytes: &[u8]) -> &Path {
-        Path::new(std::ffi::OsStr::from_bytes(bytes))
-    }
-}
-
-fn sha256_file(path: &Path) -> std::io::Result<String> {
-    let mut f = std::fs::File::open(path)?;
-    let mut h = Sha256::new();
-    std::io::copy(&mut f, &mut h)?;
-    Ok(format!("{:x}", h.finalize()))
-}
-
-/// A unified diff between two trees of a store (`from` `None`: the empty
-/// tree). Read-only: nothing in the store changes.
-pub fn diff(git_dir: &Path, from: Option<&str>, to: &str) -> Result<Vec<u8>, CheckpointError> {
-    let git = Git {
-        git_dir: git_dir.to_path_buf(),
-        work_tree: std::env::temp_dir(),
-        index: None,
-    };
-    check_version()?;
-    Ok(git.run(
-        &[
-            "diff-tree",
-            "-r",
-            "-p",
-            "--no-color",
-            "--no-ext-diff",
-            "--no-textconv",
-            "--no-renames",
-            from.unwrap_or(EMPTY_TREE),
-            to,
-        ],
-        None,
-    )?)
-}
-
-/// Makes `to` (a new store) hold every object of `from`, as one pack
-/// written by `git pack-objects` (no delta search: it is a copy, not a
-/// compression), so the new store depends on nothing of the old one, and the
-/// old one is only read. Durable when it returns (git fsyncs the pack and
-/// its index, `core.fsync=pack`; the directory is synced here); safe to run
-/// again after a kill (a second identical pack is harmless).
-pub fn copy_store(from: &Path, to: &Path, workspace: &Path) -> Result<(), CheckpointError> {
-    let io = |what: String, e: std::io::Error| CheckpointError::Io(format!("{what}: {e}"));
-    check_version()?;
-    // No workspace is needed (or read) to copy objects.
-    let _ = workspace;
-    let new = Git {
-        git_dir: to.to_path_buf(),
-        work_tree: to.to_path_buf(),
-        index: None,
-    };
-    new.init()?;
-    // The old store is read through an alternate given for these two
-    // commands only: git makes its temp files in the new store, so a kill
-    // leaves nothing in the old one, and the new one keeps no link to it.
-    let alt = from.join("objects");
-    let envs = [("GIT_ALTERNATE_OBJECT_DIRECTORIES", alt.as_os_str())];
-    let ids = new.run_env(
-        &[
-            "cat-file",
-            "--batch-all-objects",
-            "--batch-check=%(objectname)",
-        ],
-        None,
-        &envs,
-    )?;
-    if ids.iter().all(u8::is_ascii_whitespace) {
-        return Ok(());
-    }
-    let packs = to.join("objects/pack");
-    std::fs::create_dir_all(&packs).map_err(|e| io(format!("mkdir {}", packs.display()), e))?;
-    let base = packs.join("pack");
-    let base = base.to_string_lossy();
-    new.run_env(
-        &[
-            "pack-objects",
-            "-q",
-            "--window=0",
-            "--depth=0",
-            "--threads=1",
-            "--no-reuse-delta",
-            &base,
-        ],
-        Some(&ids),
-        &envs,
-    )?;
-    git::sync_dir(&packs).map_err(|e| io(format!("fsync {}", packs.display()), e))?;
-    Ok(())
-}
-
-/// Removes a git lock file a killed process left (`index.lock`). Only
-/// called where no other process can be using the store: the run holds the
-/// log's lock, a fork's store has no run yet.
-pub fn clear_stale_lock(git_dir: &Path) {
-    let _ = std::fs::remove_file(git_dir.join("index.lock"));
 }

@@ -29,7 +29,7 @@ pub fn list(args: &McpListArgs) -> Result<i32, CliError> {
             &workspace,
             &hide,
         );
-        match McpServers::start(spec) {
+        match McpServers::start(spec, &crate::signals::StopToken::new()) {
             Ok(started) => {
                 for server in started.servers() {
                     listed.push(describe(server));

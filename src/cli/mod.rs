@@ -18,6 +18,8 @@ mod sessions;
 use crate::agent::AgentError;
 use crate::event::RunStatus;
 use crate::launch::{self, Opened};
+use crate::replicate::ReplicateError;
+use crate::signals::StopToken;
 use crate::store::StoreError;
 use args::{Cli, Command, ResumeArgs, RunArgs};
 
@@ -81,13 +83,14 @@ impl From<anyhow::Error> for CliError {
     }
 }
 
-/// Exit code for how a run ended.
-pub fn status_exit_code(status: RunStatus) -> i32 {
+/// Exit code for how a run ended (`stop`: the run's token, which says
+/// which signal interrupted it).
+pub fn status_exit_code(status: RunStatus, stop: &StopToken) -> i32 {
     match status {
         RunStatus::Completed => 0,
         RunStatus::Error | RunStatus::Truncated | RunStatus::Refused => 1,
         RunStatus::MaxSteps | RunStatus::MaxCost | RunStatus::FormatErrors => 3,
-        RunStatus::Interrupted => crate::signals::received().map_or(130, crate::signals::exit_code),
+        RunStatus::Interrupted => stop.signal().map_or(130, crate::signals::exit_code),
     }
 }
 
@@ -104,6 +107,7 @@ pub fn finished(
     result: Result<RunStatus, AgentError>,
     wal: &std::path::Path,
     key_var: &str,
+    stop: &StopToken,
 ) -> Result<i32, CliError> {
     let resume = format!("tinyagent resume {}", wal.display());
     let status = match result {
@@ -123,7 +127,10 @@ pub fn finished(
             ));
         }
         // Another writer holds the run now: nothing to fix or resume here.
-        Err(e @ AgentError::Store(_)) if e.to_string().contains(crate::replicate::HELD) => {
+        Err(AgentError::Store(StoreError::Hook(e)))
+            if e.downcast_ref::<ReplicateError>()
+                .is_some_and(ReplicateError::is_fenced) =>
+        {
             return Err(CliError::new(1, e.to_string()));
         }
         Err(e @ AgentError::Store(_)) if !e.is_refusal() => {
@@ -136,7 +143,7 @@ pub fn finished(
     };
     match status {
         RunStatus::Interrupted => {
-            let name = crate::signals::received().map_or("a signal", crate::signals::name);
+            let name = stop.signal().map_or("a signal", crate::signals::name);
             say(&format!("interrupted ({name}); resume with: {resume}"));
         }
         RunStatus::MaxSteps => say(&format!(
@@ -157,7 +164,7 @@ pub fn finished(
         RunStatus::Refused => say("the model refused to answer (its text is on stdout)"),
         RunStatus::Completed | RunStatus::Error => {}
     }
-    Ok(status_exit_code(status))
+    Ok(status_exit_code(status, stop))
 }
 
 /// The variables a command that drives a run names as holding its API key
@@ -180,9 +187,9 @@ fn named_key_vars(command: &Command) -> Vec<String> {
 }
 
 /// `tinyagent run`, or a new `tinyagent chat` (`chat`: its prompt instead
-/// of a task).
-pub async fn run(args: &RunArgs, chat: bool) -> Result<i32, CliError> {
-    let running = launch::new::open(args, chat)?;
+/// of a task); `stop` is the command's stop token (`listen_for_stop`).
+pub async fn run(args: &RunArgs, chat: bool, stop: &StopToken) -> Result<i32, CliError> {
+    let running = launch::new::open(args, chat, stop)?;
     // Indexed under $TINYAGENT_HOME, so `sessions` lists a run logged
     // elsewhere with --wal.
     if let (Ok(home), Some(run)) = (launch::parts::home(), &running.agent.state().run) {
@@ -193,8 +200,8 @@ pub async fn run(args: &RunArgs, chat: bool) -> Result<i32, CliError> {
 
 /// `tinyagent resume`, or `chat --resume` (`chat`: the log must be a
 /// chat's).
-pub async fn resume(args: &ResumeArgs, chat: bool) -> Result<i32, CliError> {
-    match launch::resume::open(args, chat)? {
+pub async fn resume(args: &ResumeArgs, chat: bool, stop: &StopToken) -> Result<i32, CliError> {
+    match launch::resume::open(args, chat, stop)? {
         Opened::Running(running) => drive(*running).await,
         Opened::NotContinued { limit, why } => {
             say(&why);
@@ -211,8 +218,9 @@ async fn drive(mut running: crate::launch::Running) -> Result<i32, CliError> {
         running.agent.run().await
     };
     let (wal, key_var) = (running.wal.clone(), running.key_var.clone());
+    let stop = running.agent.stop_token().clone();
     running.close();
-    finished(result, &wal, &key_var)
+    finished(result, &wal, &key_var, &stop)
 }
 
 /// Runs a parsed command line and returns the exit code. For `run` and
@@ -272,9 +280,13 @@ fn catch_file_size_signal() {
 }
 
 /// From here on SIGINT, SIGTERM and SIGHUP stop the run cleanly (recorded,
-/// exit 130/143/129) instead of killing the process.
-fn listen_for_stop() -> Result<(), CliError> {
-    crate::signals::install().map_err(|e| CliError::new(1, format!("cannot handle signals: {e}")))
+/// exit 130/143/129) instead of killing the process: they set the token
+/// this returns, which the command hands to its runs.
+fn listen_for_stop() -> Result<StopToken, CliError> {
+    let stop = StopToken::new();
+    crate::signals::install(&stop)
+        .map_err(|e| CliError::new(1, format!("cannot handle signals: {e}")))?;
+    Ok(stop)
 }
 
 /// `resume --last`: the newest run of `cwd` (default: the current
@@ -302,7 +314,11 @@ fn print_all(text: &[u8]) -> Result<i32, CliError> {
 
 /// The chats a chat's command went on to (`/rewind`, `/resume`, `/new`),
 /// one after another; `code` is the exit code of the one that ended.
-async fn chat_next(mut code: i32, opts: &args::RunOptions) -> Result<i32, CliError> {
+async fn chat_next(
+    mut code: i32,
+    opts: &args::RunOptions,
+    stop: &StopToken,
+) -> Result<i32, CliError> {
     while let Some(next) = chat::take_next() {
         code = match next {
             chat::Next::Resume(log) => {
@@ -314,7 +330,7 @@ async fn chat_next(mut code: i32, opts: &args::RunOptions) -> Result<i32, CliErr
                     },
                     ..args::ResumeArgs::default()
                 };
-                resume(&a, false).await?
+                resume(&a, false, stop).await?
             }
             chat::Next::New => {
                 let a = args::ChatArgs {
@@ -325,7 +341,7 @@ async fn chat_next(mut code: i32, opts: &args::RunOptions) -> Result<i32, CliErr
                         ..opts.clone()
                     },
                 };
-                Box::pin(chat::chat(&a)).await?
+                Box::pin(chat::chat(&a, stop)).await?
             }
         };
     }
@@ -336,22 +352,22 @@ async fn dispatch(cli: Cli) -> Result<i32, CliError> {
     catch_file_size_signal();
     match cli.command {
         Command::Run(a) => {
-            listen_for_stop()?;
-            run(&a, false).await
+            let stop = listen_for_stop()?;
+            run(&a, false, &stop).await
         }
         Command::Resume(a) => {
-            listen_for_stop()?;
-            let code = resume(&a, false).await?;
+            let stop = listen_for_stop()?;
+            let code = resume(&a, false, &stop).await?;
             let opts = args::RunOptions {
                 session: a.session.clone(),
                 ..args::RunOptions::default()
             };
-            Box::pin(chat_next(code, &opts)).await
+            Box::pin(chat_next(code, &opts, &stop)).await
         }
         Command::Chat(a) => {
-            listen_for_stop()?;
-            let code = Box::pin(chat::chat(&a)).await?;
-            Box::pin(chat_next(code, &a.opts)).await
+            let stop = listen_for_stop()?;
+            let code = Box::pin(chat::chat(&a, &stop)).await?;
+            Box::pin(chat_next(code, &a.opts, &stop)).await
         }
         Command::Approve(a) => crate::runtime::blocking(|| approve::approve(&a)),
         Command::Log(cmd) => crate::runtime::blocking(|| logcmd::log(cmd)),

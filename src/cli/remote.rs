@@ -44,7 +44,8 @@ pub fn sessions(url: &str, json: bool, out: &mut dyn Write) -> Result<i32, CliEr
     let settings = Settings::resolve(Some(url), None, &local.replicate)
         .map_err(CliError::refused)?
         .expect("a URL was given");
-    let bucket = crate::replicate::connect(&settings, &credentials()).map_err(CliError::refused)?;
+    let bucket = crate::replicate::connect(&settings, &credentials())
+        .map_err(|e| CliError::refused(e.to_string()))?;
     let dirs = bucket
         .list_dirs(&settings.url.prefix)
         .map_err(|e| CliError::new(1, format!("{}: {e}", settings.url)))?;

@@ -116,8 +116,8 @@ pub fn reattach(
     let settings = Settings::resolve(Some(&sc.url), Some(mode), &local.replicate)
         .map_err(LaunchError::refused)?
         .expect("a URL was given");
-    let bucket =
-        crate::replicate::connect(&settings, &credentials()).map_err(LaunchError::refused)?;
+    let bucket = crate::replicate::connect(&settings, &credentials())
+        .map_err(|e| LaunchError::refused(e.to_string()))?;
     let (m, version) = fetch::manifest(&bucket, run_id).map_err(from_fetch)?;
     // This machine's own writer of this log, killed (its pid is gone), need
     // not be waited for.
@@ -341,8 +341,8 @@ pub fn stage_for_resume(
             wal.display()
         )));
     }
-    let bucket =
-        crate::replicate::connect(&settings, &credentials()).map_err(LaunchError::refused)?;
+    let bucket = crate::replicate::connect(&settings, &credentials())
+        .map_err(|e| LaunchError::refused(e.to_string()))?;
     // A resume of this run killed here after it took the run over left its
     // writer's id: that writer, its pid gone, is not waited for.
     let gone = std::fs::read_to_string(incoming.join("writer"))

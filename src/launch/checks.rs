@@ -306,6 +306,7 @@ pub(super) fn check_staged(
     args: &ResumeArgs,
     chat: bool,
     local: &Config,
+    stop: &crate::signals::StopToken,
 ) -> Result<(), LaunchError> {
     let mut first = staged.run.clone();
     first.settings.cwd = staged.workspace.display().to_string();
@@ -327,7 +328,7 @@ pub(super) fn check_staged(
     };
     let config = config_for(&first, &unplaced, local)?;
     let protected = super::parts::protected_for(&staged.wal, args.config.as_deref(), &config);
-    let mcp = super::parts::start_mcp(&local.mcp, &config, &protected)?;
+    let mcp = super::parts::start_mcp(&local.mcp, &config, &protected, stop)?;
     tools_for(&first, &mcp)?;
     Ok(())
 }

@@ -13,6 +13,7 @@ use crate::config::{
 use crate::event::{Event, Limits, RunStarted, SCHEMA_VERSION};
 use crate::exec::ExecEnv;
 use crate::report::Output;
+use crate::signals::StopToken;
 use crate::store::Store;
 use crate::tools::{ProcessTable, ToolSet, ToolSetOptions};
 use std::path::{Path, PathBuf};
@@ -195,7 +196,12 @@ pub fn resolve(args: &RunArgs, file: &Config) -> Result<RunConfig, LaunchError> 
 
 /// Stage 2: a new run's identity, log path and first record. The MCP
 /// servers are started last, once every other check has passed.
-pub fn new_run(args: &RunArgs, config: RunConfig, file: Config) -> Result<RunPlan, LaunchError> {
+pub fn new_run(
+    args: &RunArgs,
+    config: RunConfig,
+    file: Config,
+    stop: &StopToken,
+) -> Result<RunPlan, LaunchError> {
     let mcp = &file.mcp;
     if args.task.trim().is_empty() && !config.chat {
         return Err(LaunchError::refused("the task is empty"));
@@ -220,6 +226,7 @@ pub fn new_run(args: &RunArgs, config: RunConfig, file: Config) -> Result<RunPla
         mcp,
         &config,
         &protected_for(&wal, args.config.as_deref(), &config),
+        stop,
     )?;
     let tools = tool_set(opts, &servers)?;
     let workspace = config.workspace.display().to_string();
@@ -285,12 +292,12 @@ pub fn new_run(args: &RunArgs, config: RunConfig, file: Config) -> Result<RunPla
 }
 
 /// Turns flags plus config into a validated plan. No file is written.
-pub fn plan_run(args: &RunArgs, chat: bool) -> Result<RunPlan, LaunchError> {
+pub fn plan_run(args: &RunArgs, chat: bool, stop: &StopToken) -> Result<RunPlan, LaunchError> {
     let file = Config::load(args.config.as_deref())?;
     super::parts::configure_checkpoints(&file);
     let mut config = resolve(args, &file)?;
     config.chat = chat;
-    new_run(args, config, file)
+    new_run(args, config, file, stop)
 }
 
 /// The checkpoint of the workspace a new run starts in (`None`, with a
@@ -337,8 +344,8 @@ fn starting_checkpoint(
 /// chat's prompt) planned and opened: every check first, then its log
 /// created with its first records, its environment and its agent. The
 /// caller drives it.
-pub fn open(args: &RunArgs, chat: bool) -> Result<super::Running, LaunchError> {
-    let plan = plan_run(args, chat)?;
+pub fn open(args: &RunArgs, chat: bool, stop: &StopToken) -> Result<super::Running, LaunchError> {
+    let plan = plan_run(args, chat, stop)?;
     let provider = provider_for(&plan.config)?;
     for note in &plan.notes {
         crate::report::err_line(note);
@@ -436,6 +443,7 @@ pub fn open(args: &RunArgs, chat: bool) -> Result<super::Running, LaunchError> {
             out.set_color(args.color.on());
             out
         },
+        stop: stop.clone(),
     })
     .map_err(LaunchError::from)?;
     for (seq, record) in &records {

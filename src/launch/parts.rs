@@ -89,11 +89,13 @@ pub fn resolve_engine(config: &mut RunConfig) -> Result<(), LaunchError> {
 /// sandbox environment they run inside the same bubblewrap sandbox as the
 /// run's commands (the run's own files out of reach, `protected`); the
 /// container environment refuses them, since its container is started only
-/// once the run's first record (which lists their tools) is written.
+/// once the run's first record (which lists their tools) is written. A
+/// stopping signal (`stop`) while they start is [`LaunchError::Stopped`].
 pub fn start_mcp(
     servers: &McpSection,
     config: &RunConfig,
     protected: &crate::exec::protected::Protected,
+    stop: &crate::signals::StopToken,
 ) -> Result<McpServers, LaunchError> {
     let hide: Vec<String> = config.model.api_key_env.iter().cloned().collect();
     let mut specs = ServerSpec::enabled(&servers.servers, &config.workspace, &hide);
@@ -127,8 +129,8 @@ pub fn start_mcp(
             )));
         }
     }
-    crate::runtime::blocking(|| McpServers::start(specs)).map_err(|e| {
-        match crate::signals::received() {
+    crate::runtime::blocking(|| McpServers::start(specs, stop)).map_err(|e| {
+        match stop.signal() {
             // Stopped while the servers started: nothing was written.
             Some(sig) => LaunchError::Stopped(sig, e),
             None => LaunchError::refused(e),

@@ -192,7 +192,11 @@ fn report_open(out: &Output, report: &OpenReport) {
 /// `tinyagent resume`, or `chat --resume` (`chat`: the log must be a chat's).
 /// A chat's log goes back to its prompt (after finishing a turn a stop cut
 /// short), on a terminal only.
-pub fn open(args: &ResumeArgs, chat: bool) -> Result<super::Opened, LaunchError> {
+pub fn open(
+    args: &ResumeArgs,
+    chat: bool,
+    stop: &crate::signals::StopToken,
+) -> Result<super::Opened, LaunchError> {
     // Every check of flags, config and tool set comes before the log is
     // locked, a torn tail cut or a trajectory imported.
     check_flags(args)?;
@@ -207,7 +211,7 @@ pub fn open(args: &ResumeArgs, chat: bool) -> Result<super::Opened, LaunchError>
         let spec = args.log().to_string_lossy().to_string();
         let wal = match super::bucket::stage_for_resume(args, &spec, &local)? {
             super::bucket::Stage::Fetched(staged) => {
-                check_staged(&staged, args, chat, &local)?;
+                check_staged(&staged, args, chat, &local, stop)?;
                 let f = staged.take_over()?;
                 let wal = f.wal.clone();
                 fetched = Some(f);
@@ -289,7 +293,7 @@ pub fn open(args: &ResumeArgs, chat: bool) -> Result<super::Opened, LaunchError>
         Source::Trajectory(t) => &t.wal,
     };
     let protected = super::parts::protected_for(wal, args.config.as_deref(), &config);
-    let mcp = super::parts::start_mcp(&local.mcp, &config, &protected)?;
+    let mcp = super::parts::start_mcp(&local.mcp, &config, &protected, stop)?;
     let tools = tools_for(&first, &mcp)?;
     drop(mcp);
     let mut options = store_options(&config);
@@ -322,7 +326,8 @@ pub fn open(args: &ResumeArgs, chat: bool) -> Result<super::Opened, LaunchError>
     let stopped_at = mtime(&wal);
     let (store, report) = open_when_free(&wal, options)?;
     if let Some(r) = &replicator {
-        r.catch_up(store.end()).map_err(LaunchError::failed)?;
+        r.catch_up(store.end())
+            .map_err(|e| LaunchError::failed(e.to_string()))?;
     }
     // The record the checks were made of is the one the log holds (read
     // again under its lock).
@@ -402,6 +407,7 @@ pub fn open(args: &ResumeArgs, chat: bool) -> Result<super::Opened, LaunchError>
         env,
         processes,
         out,
+        stop: stop.clone(),
     })?;
     agent.recover(StopInfo {
         stopped_at,

@@ -27,7 +27,9 @@
 //! next call starts again within the same once-per-run budget as a server
 //! that died (after that, calls to it are errors at once).
 
+mod conn;
 mod limit;
+mod render;
 mod server;
 mod tool;
 
@@ -194,11 +196,18 @@ impl std::fmt::Debug for McpServers {
 impl McpServers {
     /// Starts every server (all at once) and lists its tools. The first
     /// failure, in name order, is the error (naming the server); every
-    /// server started is stopped then.
-    pub fn start(specs: Vec<ServerSpec>) -> Result<McpServers, String> {
+    /// server started is stopped then. `stop` cuts the start short, and
+    /// later the calls to the servers (see [`Server::start`]).
+    pub fn start(
+        specs: Vec<ServerSpec>,
+        stop: &crate::signals::StopToken,
+    ) -> Result<McpServers, String> {
         let pending: Vec<_> = specs
             .into_iter()
-            .map(|spec| std::thread::spawn(move || Server::start(spec)))
+            .map(|spec| {
+                let stop = stop.clone();
+                std::thread::spawn(move || Server::start(spec, stop))
+            })
             .collect();
         let mut servers = Vec::new();
         let mut first_error = None;

@@ -319,7 +319,7 @@ pub fn take_over_from(
     next.writer = writer.to_string();
     next.epoch += 1;
     next.status = "running".into();
-    next.updated = super::now();
+    next.updated = super::manifest::now();
     let run_id = next.run_id.clone();
     let key = bucket.url.key(&format!("{run_id}/{MANIFEST}"));
     let encoded = next.encode();

@@ -20,6 +20,7 @@
 //! record.
 
 use super::bucket::{Bucket, BucketError};
+use super::{Fence, Holder, ReplicateError};
 use object_store::{PutMode, UpdateVersion};
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, SystemTime};
@@ -194,8 +195,8 @@ pub fn period(lease: Duration) -> Duration {
 
 /// Why a renewal did not happen.
 enum Renewal {
-    /// Another writer holds the run (the message says which).
-    Lost(String),
+    /// Another writer holds the run.
+    Lost(ReplicateError),
     /// The bucket did not answer in time.
     Failed(String),
 }
@@ -225,8 +226,8 @@ impl super::Inner {
             }
             match self.renew(every) {
                 Ok(()) => {}
-                Err(Renewal::Lost(msg)) => {
-                    self.fail(&msg);
+                Err(Renewal::Lost(e)) => {
+                    self.fail(&e);
                     return;
                 }
                 Err(Renewal::Failed(_)) => self.warn_if_lapsed(),
@@ -254,7 +255,7 @@ impl super::Inner {
                 match read(&self.bucket, &next.run_id) {
                     Ok(Some((there, v))) if there.writer == next.writer && !there.released => v,
                     Ok(there) => {
-                        return Err(Renewal::Lost(lost_message(
+                        return Err(Renewal::Lost(fenced_by_lease(
                             &next.run_id,
                             there.as_ref().map(|x| &x.0),
                         )));
@@ -281,25 +282,20 @@ impl super::Inner {
     /// costs no bucket call; when it ran out (the bucket did not answer the
     /// renewals) it is renewed here, for up to `timeout_s`, or the sync
     /// point fails unacknowledged.
-    pub(super) fn hold_lease(&self) -> Result<(), String> {
+    pub(super) fn hold_lease(&self) -> Result<(), ReplicateError> {
         if !self.lapsed() {
             return Ok(());
         }
-        match self.renew(self.settings.timeout) {
-            Ok(()) => Ok(()),
-            Err(Renewal::Lost(msg)) => {
-                self.fail(&msg);
-                Err(msg)
-            }
-            Err(Renewal::Failed(e)) => {
-                let run_id = self.lease.lock().expect("lock").0.run_id.clone();
-                let msg = format!(
-                    "replication: the lease on run {run_id} ran out and could not be renewed                      ({e}); this writer stops without acknowledging anything more"
-                );
-                self.fail(&msg);
-                Err(msg)
-            }
-        }
+        let e = match self.renew(self.settings.timeout) {
+            Ok(()) => return Ok(()),
+            Err(Renewal::Lost(e)) => e,
+            Err(Renewal::Failed(reason)) => ReplicateError::LeaseLapsed {
+                run_id: self.lease.lock().expect("lock").0.run_id.clone(),
+                reason,
+            },
+        };
+        self.fail(&e);
+        Err(e)
     }
 
     /// Async mode: says once that the lease ran out (the run goes on; a
@@ -312,7 +308,8 @@ impl super::Inner {
         if !*warned {
             *warned = true;
             crate::report::err_line(&format!(
-                "warning: replication: this writer's lease on {} ran out (the bucket does not                  answer); the run goes on, and stops if another machine takes it over",
+                "warning: replication: this writer's lease on {} ran out (the bucket does not \
+                 answer); the run goes on, and stops if another machine takes it over",
                 self.settings.url
             ));
         }
@@ -333,19 +330,17 @@ impl super::Inner {
     }
 }
 
-/// The message of a writer whose lease another writer took.
-fn lost_message(run_id: &str, there: Option<&Lease>) -> String {
-    match there {
-        Some(l) => format!(
-            "replication: run {run_id} {} {} ({}, epoch {}); this writer stops without              acknowledging anything more",
-            super::HELD,
-            l.writer,
-            l.holder(),
-            l.epoch
-        ),
-        None => format!(
-            "replication: run {run_id}'s lease was changed by another writer; this writer              stops without acknowledging anything more"
-        ),
+/// The error of a writer whose lease another writer took: the lease there
+/// is `there`.
+fn fenced_by_lease(run_id: &str, there: Option<&Lease>) -> ReplicateError {
+    ReplicateError::Fenced {
+        run_id: run_id.to_string(),
+        by: Fence::Lease,
+        holder: there.map(|l| Holder {
+            writer: l.writer.clone(),
+            at: Some(l.holder()),
+            epoch: l.epoch,
+        }),
     }
 }
 

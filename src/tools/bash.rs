@@ -117,6 +117,7 @@ impl TypedTool for BashTool {
         match run_foreground(
             ctx.env,
             ctx.launch,
+            ctx.stop,
             ctx.workspace,
             &args.command,
             timeout,
@@ -180,11 +181,12 @@ pub struct Stopped {
 /// Runs `script` in `workspace` through `env` and waits for it, at most
 /// `timeout`; output is capped at `cap` bytes (head and tail). The command
 /// is held until `launch` has recorded its process group. A stopping signal
-/// to the agent ([`crate::signals`]) is passed to the group, then SIGKILL
+/// (`stop` set, see [`crate::signals`]) is passed to the group, then SIGKILL
 /// after [`crate::signals::GRACE`] or a second signal.
 pub fn run_foreground(
     env: &dyn ExecEnv,
     launch: &dyn Launch,
+    stop: &crate::signals::StopToken,
     workspace: &Path,
     script: &str,
     timeout: Duration,
@@ -245,8 +247,8 @@ pub fn run_foreground(
                 .last_line(100);
             launch.progress(started.elapsed(), &last);
         }
-        if let Some(sig) = crate::signals::received() {
-            let seen = crate::signals::count();
+        if let Some(sig) = stop.signal() {
+            let seen = stop.count();
             stopped = Some(Stopped {
                 signal: sig,
                 after: started.elapsed(),
@@ -264,7 +266,7 @@ pub fn run_foreground(
                     Err(RecvTimeoutError::Timeout) => false,
                     Err(RecvTimeoutError::Disconnected) => true,
                 },
-                || crate::signals::count() > seen,
+                || stop.count() > seen,
             );
             break match status {
                 Some(s) => s?,

@@ -220,6 +220,7 @@ mod tests {
             plan: None,
             launch: &Unrecorded,
             protected,
+            stop: &crate::signals::StopToken::new(),
         };
         let (mut file, meta) = open_plain(&ctx, path, OFlag::O_RDONLY)?;
         if meta.is_dir() {

@@ -69,6 +69,8 @@ pub struct ToolContext<'a> {
     pub launch: &'a dyn crate::exec::group::Launch,
     /// The run's own files, which no tool may read or change.
     pub protected: &'a crate::exec::protected::Protected,
+    /// Set when a stopping signal arrives: a running command is stopped.
+    pub stop: &'a crate::signals::StopToken,
 }
 
 /// What one call produced.

@@ -33,6 +33,7 @@ fn with_ctx(f: impl FnOnce(&ToolContext)) {
         plan: None,
         launch: &crate::exec::group::Unrecorded,
         protected: &crate::exec::protected::Protected::none(),
+        stop: &crate::signals::StopToken::new(),
     };
     f(&ctx);
 }

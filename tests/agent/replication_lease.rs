@@ -135,6 +135,8 @@ fn take_over_fences_the_live_writer_which_acknowledges_nothing_more() {
     assert_eq!(status.code(), Some(1));
     let err = std::fs::read_to_string(one.path("stderr.txt")).unwrap();
     assert!(err.contains("held by writer"), "{err}");
+    // Fenced, not failed: there is nothing here to resume.
+    assert!(!err.contains("resume with"), "{err}");
     let records = |v: Vec<(u64, String)>| -> Vec<(u64, String)> {
         v.into_iter()
             .filter(|(_, k)| k != "snapshot.saved")

@@ -61,6 +61,7 @@ impl Fixture {
             plan: None,
             launch: &tinyagent::exec::group::Unrecorded,
             protected: &self.protected,
+            stop: &tinyagent::signals::StopToken::new(),
         };
         let call = ToolCall {
             id: "c1".into(),

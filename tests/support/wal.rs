@@ -1,11 +1,11 @@
-//! Helpers shared by the wal_* and store_* tests: sample events, logs built
-//! with the real writer, and the independent check of the contract's framing.
+//! Helpers of the log tests that run real processes (tests/torture/wal_crash.rs):
+//! sample events, logs built with the real writer, and the independent check
+//! of the contract's framing. The store's own tests, over a record of their
+//! own, are in crates/tinyagent-store/tests.
 
 use crate::support::contract;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 use tinyagent::event::{Event, ToolResult, ToolStarted};
-use tinyagent::store::{StoreError, StoreOptions};
 use tinyagent_store::wal::frame::Frame;
 use tinyagent_store::wal::reader::{RecordPos, ScanReport, scan};
 use tinyagent_store::wal::writer::WalWriter;
@@ -36,15 +36,6 @@ pub fn ev(i: u64) -> Event {
     }
 }
 
-/// The call id an event carries.
-pub fn call_id(e: &Event) -> String {
-    match e {
-        Event::ToolStarted(t) => t.call_id.clone(),
-        Event::ToolResult(t) => t.call_id.clone(),
-        other => format!("<{}>", other.kind()),
-    }
-}
-
 /// Writes `n` records `ev(1..=n)` to a new log at `path`.
 pub fn write_log(path: &Path, n: u64) -> Vec<RecordPos> {
     let mut w = WalWriter::create(path).unwrap();
@@ -56,13 +47,6 @@ pub fn scan_all(path: &Path) -> (ScanReport, Vec<Frame<Event>>) {
     let mut frames = Vec::new();
     let r = scan::<Event>(path, None, |f, _| frames.push(f.clone())).unwrap();
     (r, frames)
-}
-
-pub fn no_snapshots() -> StoreOptions {
-    StoreOptions {
-        snapshot_every: 0,
-        ..StoreOptions::default()
-    }
 }
 
 pub fn mode(path: &Path) -> u32 {
@@ -88,23 +72,4 @@ pub fn independent_check(bytes: &[u8]) -> Vec<serde_json::Value> {
         .into_iter()
         .map(|r| r.line)
         .collect()
-}
-
-/// `open`, tried again while the log is locked only by a child of this test
-/// binary: another test's thread may have forked a child (a command, a
-/// pseudo-terminal) that has not reached its `exec` yet. The fork copied
-/// every descriptor of the process, this test's log among them, and a
-/// `flock` belongs to the open file, so the copy holds the lock until the
-/// exec closes it (every descriptor is close-on-exec). Gives up after 2 s
-/// with what the last try gave.
-pub fn reopen<T>(mut open: impl FnMut() -> Result<T, StoreError>) -> Result<T, StoreError> {
-    let deadline = Instant::now() + Duration::from_secs(2);
-    loop {
-        match open() {
-            Err(StoreError::Locked { .. }) if Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            other => return other,
-        }
-    }
 }

@@ -1,7 +1,8 @@
-//! The log under stress: the writer, reader, snapshots and store on real
-//! files with injected faults and crashes, and the torture suite (random
+//! The log under stress: a writer process killed at random and faults
+//! injected from outside it (wal_crash), and the torture suite (random
 //! SIGKILL and resume, fault injection, power cut, hostile input, a mutated
-//! log against the reader). See docs/reliability.md.
+//! log against the reader). The store's own tests of its writer, reader and
+//! snapshots are in crates/tinyagent-store/tests. See docs/reliability.md.
 //!
 //! One test binary; a group of tests is one module (`cargo test --test
 //! torture torture_kill::` runs one group).
@@ -10,8 +11,6 @@
 mod support;
 
 mod checkpoint_kill;
-mod store_open;
-mod store_snapshot;
 mod sync_points;
 mod torture_approvals;
 mod torture_container;
@@ -25,5 +24,3 @@ mod torture_reader;
 mod torture_replicate;
 mod torture_replicate_restore;
 mod wal_crash;
-mod wal_reader;
-mod wal_writer;

@@ -53,8 +53,8 @@ pub mod wal;
 pub use seams::TestSeams;
 pub use snapshot::SnapshotSaved;
 pub use store::{
-    DEFAULT_SNAPSHOT_EVERY, Loaded, OpenReport, Store, StoreError, StoreOptions, SyncHook,
-    SyncPoint, load, load_observed, load_observed_frames, load_with,
+    DEFAULT_SNAPSHOT_EVERY, HookError, Loaded, OpenReport, Store, StoreError, StoreOptions,
+    SyncHook, SyncPoint, load, load_observed, load_observed_frames, load_with,
 };
 
 use serde::Serialize;

@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 const PROMPT: &str = crate::tui::prompt::PROMPT;
 
 /// `tinyagent chat`.
-pub async fn chat(args: &ChatArgs) -> Result<i32, CliError> {
+pub async fn chat(args: &ChatArgs, stop: &crate::signals::StopToken) -> Result<i32, CliError> {
     crate::launch::need_terminal("tinyagent chat")?;
     if let Some(log) = &args.resume {
         // The flags a resume shares go over whole; the ones only a new run
@@ -58,7 +58,7 @@ pub async fn chat(args: &ChatArgs) -> Result<i32, CliError> {
             session: args.opts.session.clone(),
             ..ResumeArgs::default()
         };
-        return super::resume(&resume, true).await;
+        return super::resume(&resume, true, stop).await;
     }
     let first = args.words.join(" ");
     if !first.trim().is_empty()
@@ -72,7 +72,7 @@ pub async fn chat(args: &ChatArgs) -> Result<i32, CliError> {
         task: String::new(),
         opts,
     };
-    super::run(&run, true).await
+    super::run(&run, true, stop).await
 }
 
 /// Where a person watches: calls that change files or run commands are
@@ -180,16 +180,20 @@ impl Editor {
         Editor { ask }
     }
 
-    /// The next line, or the stopping signal that came first.
-    async fn line(&self, status: String) -> Result<Line, nix::sys::signal::Signal> {
+    /// The next line, or the stopping signal (`stop` set) that came first.
+    async fn line(
+        &self,
+        status: String,
+        stop: &crate::signals::StopToken,
+    ) -> Result<Line, nix::sys::signal::Signal> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         if self.ask.send(Ask::Line(status, tx)).is_err() {
             return Ok(Line::Failed("the line editor stopped".into()));
         }
         tokio::select! {
             line = rx => Ok(line.unwrap_or_else(|_| Line::Failed("the line editor stopped".into()))),
-            () = crate::signals::wait() => {
-                Err(crate::signals::received().unwrap_or(nix::sys::signal::Signal::SIGTERM))
+            () = stop.wait() => {
+                Err(stop.signal().unwrap_or(nix::sys::signal::Signal::SIGTERM))
             }
         }
     }
@@ -200,6 +204,7 @@ impl Editor {
         &self,
         title: String,
         rows: Vec<String>,
+        stop: &crate::signals::StopToken,
     ) -> Result<Result<Option<usize>, String>, nix::sys::signal::Signal> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         if self.ask.send(Ask::Pick(title, rows, tx)).is_err() {
@@ -207,8 +212,8 @@ impl Editor {
         }
         tokio::select! {
             picked = rx => Ok(picked.unwrap_or_else(|_| Err("the line editor stopped".into()))),
-            () = crate::signals::wait() => {
-                Err(crate::signals::received().unwrap_or(nix::sys::signal::Signal::SIGTERM))
+            () = stop.wait() => {
+                Err(stop.signal().unwrap_or(nix::sys::signal::Signal::SIGTERM))
             }
         }
     }
@@ -318,7 +323,8 @@ pub async fn converse(agent: &mut Agent) -> Result<RunStatus, AgentError> {
             let asked = std::time::Instant::now();
             let width = ratatui::crossterm::terminal::size().map_or(80, |(w, _)| w);
             let status = crate::tui::status::Status::of(agent).line_in(usize::from(width));
-            let line = editor.line(status).await;
+            let stop = agent.stop_token().clone();
+            let line = editor.line(status, &stop).await;
             agent.add_waiting(asked.elapsed());
             match line {
                 Err(sig) => {
@@ -337,7 +343,7 @@ pub async fn converse(agent: &mut Agent) -> Result<RunStatus, AgentError> {
                         commands::Done::Pick(runs) => {
                             let rows = runs.iter().map(|r| r.shown.clone()).collect();
                             let title = "resume which run of this workspace? (newest first)";
-                            match editor.pick(title.into(), rows).await {
+                            match editor.pick(title.into(), rows, &stop).await {
                                 Err(sig) => {
                                     terminal.restore();
                                     crate::report::err_text("\n");

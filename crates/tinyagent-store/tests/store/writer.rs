@@ -1,11 +1,11 @@
 //! The writer on real files: contract framing, create/lock/mode, and
 //! fail-stop under injected write, short-write and sync failures.
 
-use crate::support::wal::*;
-use tinyagent::store::{Store, StoreError, StoreOptions, TestSeams};
+use crate::notes::*;
 use tinyagent_store::wal::WalError;
 use tinyagent_store::wal::fs::FaultPlan;
 use tinyagent_store::wal::writer::{LockedLog, WalWriter};
+use tinyagent_store::{StoreError, StoreOptions, TestSeams};
 
 #[test]
 fn create_refuses_an_existing_file_and_makes_it_0600() {
@@ -43,7 +43,7 @@ fn a_second_writer_is_refused_while_the_first_holds_the_lock() {
     assert!(e.is_refusal(), "{e}");
     assert!(e.to_string().contains("in use"), "{e}");
     // A reader is not a writer: load works while the lock is held.
-    assert_eq!(tinyagent::store::load(&p).unwrap().scan.records, 1);
+    assert_eq!(load(&p).unwrap().scan.records, 1);
     store.close().unwrap();
     let (store, _) = reopen(|| Store::open(&p, no_snapshots())).unwrap();
     assert_eq!(store.state().records, 1);
@@ -65,9 +65,9 @@ fn appends_are_contract_framed_and_continue_the_chain_after_reopen() {
     );
     assert_eq!(store.append(ev(4)).unwrap(), 4);
     store.close().unwrap();
-    let lines = independent_check(&std::fs::read(&p).unwrap());
+    let lines = framing_check(&std::fs::read(&p).unwrap());
     assert_eq!(lines.len(), 4);
-    assert_eq!(lines[3]["type"], "tool.result");
+    assert_eq!(lines[3]["type"], "call.result");
     assert_eq!(lines[3]["data"]["call_id"], "c4");
     let ts = lines[0]["ts"].as_str().unwrap();
     assert_eq!(ts.len(), "2026-01-01T00:00:00.000Z".len(), "{ts}");
@@ -134,7 +134,7 @@ fn a_short_write_stops_the_writer_and_leaves_a_torn_tail_that_open_cuts() {
     assert_eq!(report.torn_tail.map(|t| t.0), Some(tail));
     assert_eq!(store.append(ev(3)).unwrap(), 3);
     store.close().unwrap();
-    assert_eq!(independent_check(&std::fs::read(&p).unwrap()).len(), 3);
+    assert_eq!(framing_check(&std::fs::read(&p).unwrap()).len(), 3);
 }
 
 #[test]

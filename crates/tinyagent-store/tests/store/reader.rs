@@ -1,11 +1,10 @@
 //! The reader's rules on real files: torn tails at every byte, bit flips and
 //! byte deletions, seq gaps, duplicated and spliced lines, random truncation.
 
-use crate::support::wal::*;
+use crate::notes::*;
 use proptest::prelude::*;
 use std::path::Path;
-use tinyagent::event::Event;
-use tinyagent::store::{Store, StoreError};
+use tinyagent_store::StoreError;
 use tinyagent_store::wal::reader::{Corruption, TornTail, scan};
 
 fn scan_bytes(dir: &Path, name: &str, bytes: &[u8]) -> tinyagent_store::wal::reader::ScanReport {
@@ -15,12 +14,12 @@ fn scan_bytes(dir: &Path, name: &str, bytes: &[u8]) -> tinyagent_store::wal::rea
 }
 
 #[test]
-fn a_clean_log_passes_the_independent_check() {
+fn a_clean_log_passes_the_framing_check() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("a.wal");
     let pos = write_log(&p, 9);
     let bytes = std::fs::read(&p).unwrap();
-    let lines = independent_check(&bytes);
+    let lines = framing_check(&bytes);
     assert_eq!(lines.len(), 9);
     let (r, frames) = scan_all(&p);
     assert!(r.is_clean());
@@ -75,7 +74,7 @@ fn a_torn_tail_at_every_byte_of_the_last_record_drops_exactly_that_record() {
         let (r, frames) = scan_all(&p);
         assert!(r.is_clean() && r.records == 4);
         assert_eq!(frames[3].event, ev(4));
-        independent_check(&std::fs::read(&p).unwrap());
+        framing_check(&std::fs::read(&p).unwrap());
     }
 }
 
@@ -249,7 +248,7 @@ fn an_empty_log_scans_clean_and_open_refuses_it() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("e.wal");
     std::fs::write(&p, b"").unwrap();
-    let r = scan::<Event>(&p, None, |_, _| {}).unwrap();
+    let r = scan::<Note>(&p, None, |_, _| {}).unwrap();
     assert!(r.is_clean() && r.records == 0 && r.last.is_none());
     let e = reopen(|| Store::open(&p, no_snapshots())).err().unwrap();
     assert!(matches!(e, StoreError::Empty { .. }), "{e}");

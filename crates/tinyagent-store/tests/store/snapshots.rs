@@ -2,13 +2,10 @@
 //! .bak, every fallback (missing, damaged, stale, pointing elsewhere), stray
 //! temp files, and a slow snapshot that must not hold up appends.
 
-use crate::support::contract;
-use crate::support::wal::*;
+use crate::notes::*;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, mpsc};
-use tinyagent::event::Event;
-use tinyagent::session::State;
-use tinyagent::store::{Store, StoreOptions, load, load_with};
+use tinyagent_store::StoreOptions;
 use tinyagent_store::snapshot::{self, SnapshotHeader};
 
 fn every(n: u64) -> StoreOptions {
@@ -68,7 +65,7 @@ fn snapshots_follow_the_cadence_and_open_replays_only_what_follows() {
     );
     assert_eq!(h.offset, std::fs::metadata(&p).unwrap().len());
     assert_eq!(h.body_len, body.len() as u64);
-    assert_eq!(h.body_crc, format!("{:08x}", contract::crc32(&body)));
+    assert_eq!(h.body_crc, format!("{:08x}", crc32(&body)));
     assert_eq!(header(&bak).0.seq, 10);
 
     let (mut store, report) = reopen(|| Store::open(&p, every(5))).unwrap();
@@ -82,7 +79,7 @@ fn snapshots_follow_the_cadence_and_open_replays_only_what_follows() {
     let live = store.state().clone();
     store.close().unwrap();
     // The compactor's mirror state equals the live one.
-    let (pos, mirrored) = snapshot::read::<State>(&snap).unwrap();
+    let (pos, mirrored) = snapshot::read::<Count>(&snap).unwrap();
     assert_eq!(pos.seq, 13);
     assert_eq!(mirrored, live);
     // Read-only load: full replay, but it names the valid snapshot.
@@ -178,7 +175,7 @@ fn a_snapshot_beyond_the_end_of_a_cut_log_is_stale() {
     // Keep 8 records plus half of the 9th: both snapshots (12, 10) are stale.
     let pos: Vec<_> = {
         let mut v = Vec::new();
-        tinyagent_store::wal::reader::scan::<Event>(&p, None, |_, q| v.push(*q)).unwrap();
+        tinyagent_store::wal::reader::scan::<Note>(&p, None, |_, q| v.push(*q)).unwrap();
         v
     };
     let f = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
@@ -257,7 +254,7 @@ fn a_slow_snapshot_does_not_hold_up_appends() {
         saved.iter().map(|s| s.seq).collect::<Vec<_>>(),
         (1..=15).map(|i| i * 2).collect::<Vec<_>>()
     );
-    let (pos, state) = snapshot::read::<State>(&snapshot::snapshot_path(&p)).unwrap();
+    let (pos, state) = snapshot::read::<Count>(&snapshot::snapshot_path(&p)).unwrap();
     assert_eq!((pos.seq, state.records), (30, 30));
 }
 

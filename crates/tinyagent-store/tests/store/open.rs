@@ -1,10 +1,9 @@
 //! Store::open / load refusals and their exit codes, and corruption found
 //! after a snapshot.
 
-use crate::support::wal::*;
-use tinyagent::session::State;
-use tinyagent::store::{Store, StoreError, StoreOptions, load};
+use crate::notes::*;
 use tinyagent_store::snapshot;
+use tinyagent_store::{StoreError, StoreOptions};
 
 #[test]
 fn refusals_map_to_exit_code_2() {
@@ -59,7 +58,7 @@ fn corruption_after_the_snapshot_is_refused_and_nothing_is_cut() {
         store.append(ev(i)).unwrap();
     }
     store.close().unwrap(); // final snapshot covers seq 9
-    let (covered, _) = snapshot::read::<State>(&snapshot::snapshot_path(&p)).unwrap();
+    let (covered, _) = snapshot::read::<Count>(&snapshot::snapshot_path(&p)).unwrap();
     assert_eq!(covered.seq, 9);
     // Duplicate record 9 at the end: the only line a snapshot-based open reads.
     let mut bytes = std::fs::read(&p).unwrap();

@@ -43,6 +43,16 @@
 //! container can write that directory, so it is as untrusted as the
 //! workspace.
 
+mod create;
+mod engine;
+
+pub use create::Create;
+use engine::trimmed;
+pub use engine::{
+    ContainerState, container_name, engine_command, find_engine, list_containers, remove, state_of,
+    states_of,
+};
+
 use super::group::{Held, ProcessGroup};
 use super::host::ProcStat;
 use crate::config::EngineKind;
@@ -58,23 +68,6 @@ pub const OUTPUT_MOUNT: &str = "/run/tinyagent-output";
 
 /// The container label holding the log's path (for `env prune`).
 pub const WAL_LABEL: &str = "tinyagent.wal";
-
-/// The agent's variables the engine's command line may see.
-const ENGINE_VARS: &[&str] = &[
-    "PATH",
-    "HOME",
-    "USER",
-    "LANG",
-    "LC_ALL",
-    "TMPDIR",
-    "XDG_RUNTIME_DIR",
-    "XDG_CONFIG_HOME",
-    "XDG_DATA_HOME",
-    "CONTAINERS_CONF",
-    "CONTAINERS_STORAGE_CONF",
-    "DOCKER_HOST",
-    "DOCKER_CONFIG",
-];
 
 /// Runs the command in `$1` as the leader of its own group (the exec runs
 /// it under `setsid`), once the agent said so on stdin.
@@ -140,24 +133,6 @@ pub enum Attach {
     Replaced,
 }
 
-/// Whether the container exists and runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ContainerState {
-    Running,
-    Stopped,
-    Gone,
-}
-
-impl ContainerState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ContainerState::Running => "running",
-            ContainerState::Stopped => "stopped",
-            ContainerState::Gone => "gone",
-        }
-    }
-}
-
 /// One run's container, by name, through an engine's command line.
 #[derive(Debug, Clone)]
 pub struct Container {
@@ -170,35 +145,9 @@ pub struct Container {
     reattached: bool,
 }
 
-/// The engine asked for, or the first of podman, docker on PATH.
-pub fn find_engine(engine: Option<EngineKind>) -> Result<(EngineKind, PathBuf), String> {
-    let wanted = match engine {
-        Some(e) => vec![e],
-        None => vec![EngineKind::Podman, EngineKind::Docker],
-    };
-    for e in &wanted {
-        if let Some(path) = super::env::find_on_path(e.as_str()) {
-            return Ok((*e, path));
-        }
-    }
-    Err(match engine {
-        Some(e) => format!("the container engine `{e}` is not on PATH"),
-        None => "no container engine: neither `podman` nor `docker` is on PATH".to_string(),
-    })
-}
-
-/// The container name of a run.
-pub fn container_name(run_id: &str) -> String {
-    format!("tinyagent-{run_id}")
-}
-
 /// The directory of a log's background output in the container environment.
 pub fn output_dir(wal: &Path) -> PathBuf {
     crate::rundir::container_output(wal)
-}
-
-fn trimmed(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).trim().to_string()
 }
 
 impl Container {
@@ -236,8 +185,8 @@ impl Container {
         &self.output_dir
     }
 
-    /// The engine's command line, with none of the agent's variables but
-    /// [`ENGINE_VARS`].
+    /// The engine's command line, with none of the agent's variables but a
+    /// short list ([`engine_command`]).
     pub fn engine_command(&self) -> Command {
         engine_command(&self.binary)
     }
@@ -481,11 +430,6 @@ pub fn open_regular(path: &Path) -> io::Result<std::fs::File> {
     }
 }
 
-/// The engine says the name is taken.
-fn in_use(err: &str) -> bool {
-    err.contains("already in use")
-}
-
 fn parse_group(line: &str) -> Option<ProcessGroup> {
     let mut w = line.trim().strip_prefix("tinyagent-group ")?.split(' ');
     let pid: u32 = w.next()?.parse().ok()?;
@@ -504,245 +448,6 @@ fn command_status(exec: ExitStatus, reported: Option<i32>) -> ExitStatus {
         (Some(code), _) => ExitStatus::from_raw((code & 0xff) << 8),
         (None, Some(c)) if (129..=192).contains(&c) => ExitStatus::from_raw(c - 128),
         _ => exec,
-    }
-}
-
-/// The engine's command line with a scrubbed environment.
-pub fn engine_command(binary: &Path) -> Command {
-    let mut cmd = Command::new(binary);
-    super::host::detach(&mut cmd);
-    cmd.env_clear();
-    for var in ENGINE_VARS {
-        if let Some(v) = std::env::var_os(var) {
-            cmd.env(var, v);
-        }
-    }
-    cmd
-}
-
-/// Whether container `name` exists and runs.
-pub fn state_of(binary: &Path, name: &str) -> io::Result<ContainerState> {
-    let out = engine_command(binary)
-        .args([
-            "container",
-            "inspect",
-            "--format",
-            "{{.State.Running}}",
-            name,
-        ])
-        .stdin(Stdio::null())
-        .output()?;
-    if !out.status.success() {
-        let err = trimmed(&out.stderr);
-        return if err.contains("no such") || err.contains("No such") {
-            Ok(ContainerState::Gone)
-        } else {
-            Err(io::Error::other(err))
-        };
-    }
-    Ok(if trimmed(&out.stdout) == "true" {
-        ContainerState::Running
-    } else {
-        ContainerState::Stopped
-    })
-}
-
-/// The states of many containers with two engine calls (whatever their
-/// number): `ps` says which exist, one `inspect` whether they run. A name
-/// the engine does not know is [`ContainerState::Gone`].
-///
-/// # Errors
-/// When the engine cannot be asked.
-pub fn states_of(
-    binary: &Path,
-    names: &[String],
-) -> Result<std::collections::HashMap<String, ContainerState>, String> {
-    let existing: std::collections::HashSet<String> = list_containers(binary)?
-        .into_iter()
-        .map(|(n, _)| n)
-        .collect();
-    let mut states: std::collections::HashMap<String, ContainerState> = names
-        .iter()
-        .map(|n| (n.clone(), ContainerState::Gone))
-        .collect();
-    let ask: Vec<&String> = names.iter().filter(|n| existing.contains(*n)).collect();
-    if ask.is_empty() {
-        return Ok(states);
-    }
-    let out = engine_command(binary)
-        .args([
-            "container",
-            "inspect",
-            "--format",
-            "{{.Name}}\t{{.State.Running}}",
-        ])
-        .args(&ask)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| e.to_string())?;
-    // A container removed between the two calls makes inspect fail for it
-    // alone; the others are still printed.
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
-        if let Some((name, running)) = line.split_once('\t') {
-            let name = name.trim().trim_start_matches('/');
-            if let Some(state) = states.get_mut(name) {
-                *state = if running.trim() == "true" {
-                    ContainerState::Running
-                } else {
-                    ContainerState::Stopped
-                };
-            }
-        }
-    }
-    Ok(states)
-}
-
-/// Removes container `name` (no error when it is gone).
-pub fn remove(binary: &Path, name: &str) -> Result<(), String> {
-    let out = engine_command(binary)
-        .args(["rm", "-f", "-t", "0", name])
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| e.to_string())?;
-    let err = trimmed(&out.stderr);
-    if out.status.success() || err.contains("no such") || err.contains("No such") {
-        Ok(())
-    } else {
-        Err(err)
-    }
-}
-
-/// The containers named `tinyagent-*` and the log each was started for.
-pub fn list_containers(binary: &Path) -> Result<Vec<(String, Option<PathBuf>)>, String> {
-    let format = format!("{{{{.Names}}}}\t{{{{index .Labels \"{WAL_LABEL}\"}}}}");
-    let out = engine_command(binary)
-        .args([
-            "ps",
-            "-a",
-            "--filter",
-            "name=tinyagent-",
-            "--format",
-            &format,
-        ])
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| e.to_string())?;
-    if !out.status.success() {
-        return Err(trimmed(&out.stderr));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| {
-            let (name, wal) = l.split_once('\t').unwrap_or((l, ""));
-            let name = name.trim();
-            let wal = wal.trim();
-            name.starts_with("tinyagent-").then(|| {
-                (
-                    name.to_string(),
-                    (!wal.is_empty() && wal != "<no value>").then(|| PathBuf::from(wal)),
-                )
-            })
-        })
-        .collect())
-}
-
-/// What `podman run` needs to create a run's container.
-pub struct Create<'a> {
-    pub image: &'a str,
-    pub network: bool,
-    pub workspace: &'a Path,
-    pub wal: &'a Path,
-    /// Directories to hide behind an empty read-only tmpfs.
-    pub hide_dirs: &'a [PathBuf],
-    /// Files to hide behind `/dev/null`.
-    pub hide_files: &'a [PathBuf],
-}
-
-impl Container {
-    /// Creates and starts the container (detached, outliving the agent).
-    pub fn create(&self, c: &Create<'_>) -> Result<(), String> {
-        let mut cmd = self.engine_command();
-        cmd.args(["run", "-d", "--init", "--name", &self.name])
-            .arg("--label")
-            .arg(format!("{WAL_LABEL}={}", c.wal.display()))
-            .args(["--hostname", "tinyagent"])
-            // Root inside, but with no capability (no mount, no raw
-            // sockets, no ptrace of the engine's helpers) and no way to
-            // gain one through a setuid binary, as in the sandbox.
-            .args(["--cap-drop", "ALL", "--security-opt", "no-new-privileges"]);
-        if !c.network {
-            cmd.args(["--network", "none"]);
-        }
-        let mut volume = std::ffi::OsString::new();
-        volume.push(c.workspace);
-        volume.push(":");
-        volume.push(c.workspace);
-        cmd.arg("-v").arg(volume);
-        let mut out = self.output_dir.as_os_str().to_owned();
-        out.push(":");
-        out.push(OUTPUT_MOUNT);
-        cmd.arg("-v").arg(out);
-        for dir in c.hide_dirs {
-            let opts = match self.engine {
-                // Without notmpcopyup podman fills the tmpfs with what it covers.
-                EngineKind::Podman => ":ro,notmpcopyup,size=4k",
-                EngineKind::Docker => ":ro,size=4k",
-            };
-            let mut arg = dir.as_os_str().to_owned();
-            arg.push(opts);
-            cmd.arg("--tmpfs").arg(arg);
-        }
-        for file in c.hide_files {
-            let mut arg = std::ffi::OsString::from("/dev/null:");
-            arg.push(file);
-            arg.push(":ro");
-            cmd.arg("-v").arg(arg);
-        }
-        cmd.arg("-w").arg(c.workspace);
-        if c.image == crate::config::HOST_IMAGE {
-            cmd.args(["--rootfs", "/:O"]);
-        } else {
-            cmd.arg(c.image);
-        }
-        cmd.args(["sleep", "infinity"]).stdin(Stdio::null());
-        let out = cmd.output().map_err(|e| e.to_string())?;
-        if out.status.success() {
-            return Ok(());
-        }
-        let err = trimmed(&out.stderr);
-        if !in_use(&err) {
-            // Nothing half made is left of this attempt.
-            let _ = self.remove();
-        }
-        Err(err)
-    }
-
-    /// [`Container::create`], also when an earlier agent of the run was
-    /// killed while its engine was creating this very container: that
-    /// engine process lives on and finishes it, so a container that comes
-    /// up running is taken (it is as new); one that does not is removed,
-    /// from the engine's storage too, and created again.
-    pub fn create_or_adopt(&self, c: &Create<'_>) -> Result<(), String> {
-        match self.create(c) {
-            Err(e) if in_use(&e) => {
-                for _ in 0..25 {
-                    std::thread::sleep(std::time::Duration::from_millis(200));
-                    if matches!(self.state(), Ok(ContainerState::Running)) {
-                        return Ok(());
-                    }
-                }
-                let _ = self.remove();
-                if self.engine == EngineKind::Podman {
-                    let _ = self
-                        .engine_command()
-                        .args(["rm", "--storage", &self.name])
-                        .stdin(Stdio::null())
-                        .output();
-                }
-                self.create(c)
-            }
-            other => other,
-        }
     }
 }
 
