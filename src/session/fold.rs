@@ -27,13 +27,13 @@ impl State {
         match event {
             Event::RunStarted(r) => {
                 let mut start = vec![Message::system(&r.system_prompt)];
-                // A chat starts with no task: its first message is a
-                // `user.message`, and the run waits for it.
                 // The plan (none yet) is pinned after the system prompt.
                 let appended = r.plan_enabled && r.settings.plan_pin() == PlanPin::Append;
                 if appended {
                     start.push(plan_message(None));
                 }
+                // A chat starts with no task: its first message is a
+                // `user.message`, and the run waits for it.
                 if !(r.settings.chat && r.task.is_empty()) {
                     start.push(Message::user(&r.task));
                 }
