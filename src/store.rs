@@ -1,6 +1,6 @@
 //! The run's log as tinyagent uses it: [`tinyagent_store`] instantiated with
 //! the record vocabulary ([`Event`]) and the fold ([`State`]). The traits are
-//! implemented beside the types (`event.rs`, `session/mod.rs`).
+//! implemented beside the types (`event/mod.rs`, `session/mod.rs`).
 
 use crate::event::Event;
 use crate::session::State;

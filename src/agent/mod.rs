@@ -10,20 +10,25 @@
 pub mod approval;
 pub mod approval_view;
 mod call;
+mod chat;
 mod checkpoints;
 pub(crate) mod compaction;
+mod finish;
 mod hook_calls;
 pub(crate) mod hooks;
 pub mod instructions;
 mod journal;
+mod unfinished;
 
 pub mod prompt;
 pub(crate) mod resume;
 
+pub use unfinished::MAX_TRUNCATED_IN_ROW;
+use unfinished::Unfinished;
+
 use crate::config::RunConfig;
 use crate::event::{
-    ChatWaiting, Event, HookRun, Message, ModelResponse, ProcessExited, RunFinished, RunStatus,
-    StepSaved, StopReason, ToolCall, ToolResult, UserMessage,
+    ChatWaiting, Event, HookRun, Message, ModelResponse, RunStatus, ToolCall, ToolResult,
 };
 use crate::exec::ExecEnv;
 use crate::model::Provider;
@@ -68,21 +73,6 @@ pub enum Turn {
     /// A chat's turn ended: the person types the next message.
     Waiting,
 }
-
-/// What the loop does with a reply that did not end its turn normally.
-enum Unfinished {
-    /// Ask the model again (it was told why).
-    Again,
-    /// The turn is over.
-    Stop(Turn),
-}
-
-/// Replies cut at the output limit the model is told of in a row before
-/// the run stops `truncated`.
-pub const MAX_TRUNCATED_IN_ROW: u32 = 2;
-
-/// The result of a call in a refused reply.
-const REFUSED_CALL_TEXT: &str = "[not run: the response that made this call ended in a refusal]";
 
 /// What the pre hook said about a call.
 struct PreHook {
@@ -468,82 +458,6 @@ impl Agent {
         }
     }
 
-    /// A reply that did not end its turn normally: cut at the output limit
-    /// (its calls are not run; the model is told, at most
-    /// [`MAX_TRUNCATED_IN_ROW`] times in a row, then the run stops
-    /// `truncated`), refused (the run stops `refused`) or paused with no
-    /// calls (asked again as it is). `None` for a reply the loop goes on
-    /// with as usual.
-    fn unfinished_reply(
-        &mut self,
-        step: u64,
-        stop: StopReason,
-        calls: &[ToolCall],
-    ) -> Result<Option<Unfinished>, AgentError> {
-        match stop {
-            StopReason::MaxTokens => {}
-            StopReason::Refusal | StopReason::ContentFilter => {
-                self.settle_unrun(step, calls, REFUSED_CALL_TEXT)?;
-                self.save_step(step)?;
-                let reason = format!("the model's answer ended with {}", stop.as_str());
-                return self
-                    .finish(RunStatus::Refused, Some(reason))
-                    .map(|s| Some(Unfinished::Stop(Turn::Finished(s))));
-            }
-            // A paused turn (Anthropic `pause_turn`) with nothing to run is
-            // no answer: it goes back as it is and the model is asked to go
-            // on. With calls, they run first, as after any reply.
-            StopReason::Pause if calls.is_empty() => {
-                self.save_step(step)?;
-                if let Some(sig) = self.stop.signal() {
-                    return self.stop_turn(sig).map(|t| Some(Unfinished::Stop(t)));
-                }
-                return Ok(Some(Unfinished::Again));
-            }
-            StopReason::EndTurn | StopReason::ToolCalls | StopReason::Pause => {
-                return Ok(None);
-            }
-        }
-        // Counted by the fold from the staged `model.response` (and the
-        // ones before it in the log, so a resume goes on counting).
-        let in_row = self.state().truncated_in_row;
-        self.settle_unrun(step, calls, crate::event::TRUNCATED_CALL_TEXT)?;
-        if in_row > MAX_TRUNCATED_IN_ROW {
-            self.save_step(step)?;
-            let reason =
-                format!("the model's answer was cut at the output limit {in_row} times in a row");
-            return self
-                .finish(RunStatus::Truncated, Some(reason))
-                .map(|s| Some(Unfinished::Stop(Turn::Finished(s))));
-        }
-        self.stage(Event::UserMessage(UserMessage {
-            step,
-            content: crate::event::TRUNCATED_NOTICE.to_string(),
-            source: crate::event::TRUNCATED_SOURCE.to_string(),
-        }))?;
-        self.save_step(step)?;
-        if let Some(sig) = self.stop.signal() {
-            return self.stop_turn(sig).map(|t| Some(Unfinished::Stop(t)));
-        }
-        Ok(Some(Unfinished::Again))
-    }
-
-    /// Results for calls that are never run (their reply was cut or
-    /// refused): an error saying why, with no `tool.started`.
-    fn settle_unrun(
-        &mut self,
-        step: u64,
-        calls: &[ToolCall],
-        text: &str,
-    ) -> Result<(), AgentError> {
-        for c in calls {
-            self.stage(Event::ToolResult(ToolResult::new(
-                step, &c.id, &c.name, text, true,
-            )))?;
-        }
-        Ok(())
-    }
-
     /// Why a request that does not fit the context window ends the run:
     /// its size and the window, and the server's words.
     fn overflow_reason(&self, context: u64, e: &crate::model::ModelError) -> String {
@@ -553,228 +467,6 @@ impl Agent {
              window ({e})",
             self.config.context_window()
         )
-    }
-
-    /// Reports the agent's own overhead: wall time minus model and tool
-    /// time, and how much of it was fdatasync.
-    fn report_timing(&self) {
-        let Some(started) = self.timing.started else {
-            return;
-        };
-        let wall = started.elapsed();
-        let io = self.store.io_stats();
-        let fsync =
-            std::time::Duration::from_nanos(io.sync_nanos - self.timing.io_at_start.sync_nanos);
-        let write =
-            std::time::Duration::from_nanos(io.write_nanos - self.timing.io_at_start.write_nanos);
-        let overhead =
-            wall.saturating_sub(self.timing.model + self.timing.tools + self.timing.waiting);
-        let steps = self.timing.steps.max(1) as f64;
-        let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
-        self.out.event(
-            "run.stats",
-            json!({
-                "steps": self.timing.steps,
-                "wall_ms": ms(wall),
-                "model_ms": ms(self.timing.model),
-                "tools_ms": ms(self.timing.tools),
-                "checkpoints_ms": ms(self.timing.checkpoints),
-                "waiting_ms": ms(self.timing.waiting),
-                "overhead_ms": ms(overhead),
-                "overhead_per_step_ms": ms(overhead) / steps,
-                "fsync_ms": ms(fsync),
-                "write_ms": ms(write),
-                "records": io.appends - self.timing.io_at_start.appends,
-                "log_bytes": io.bytes - self.timing.io_at_start.bytes,
-            }),
-        );
-        // For a person the overhead is noise after every run: it is in the
-        // `run.stats` event (`--json`) for those who measure it.
-    }
-
-    /// Which limit, if any, stops the run before another model call.
-    fn limit_reached(&self) -> Option<RunStatus> {
-        let s = self.state();
-        if s.format_errors >= s.limits.max_format_errors.max(1) {
-            return Some(RunStatus::FormatErrors);
-        }
-        if let Some(max) = s.limits.max_steps
-            && s.step >= max
-        {
-            return Some(RunStatus::MaxSteps);
-        }
-        if let Some(max) = s.limits.max_cost_usd
-            && s.cost_usd >= max
-        {
-            return Some(RunStatus::MaxCost);
-        }
-        None
-    }
-
-    /// Appends `step.saved` with the running totals.
-    fn save_step(&mut self, step: u64) -> Result<(), AgentError> {
-        let s = self.state();
-        let ev = Event::StepSaved(StepSaved {
-            step,
-            usage_total: s.usage,
-            cost_usd_total: s.cost_usd,
-        });
-        self.append(ev)?;
-        Ok(())
-    }
-
-    /// Ends the run: stops what it left running and appends `run.finished`.
-    fn finish(
-        &mut self,
-        status: RunStatus,
-        reason: Option<String>,
-    ) -> Result<RunStatus, AgentError> {
-        self.processes.kill_all();
-        self.record_exited_processes()?;
-        self.report_timing();
-        let s = self.state();
-        self.out.set_totals(serde_json::json!({
-            "steps": s.step,
-            "usage": s.usage,
-            "cost_usd": s.cost_usd,
-        }));
-        self.append(Event::RunFinished(RunFinished { status, reason }))?;
-        // No question is open any more: answers left for calls that were
-        // settled otherwise (stopped by a signal) go.
-        approval::clear_channel(self.store.path());
-        let s = self.state();
-        // Input counts all of it, as the step lines and the status line
-        // do; the parenthesis says how much of it the cache held.
-        let cached = if s.usage.cached_input_tokens + s.usage.cache_write_tokens > 0 {
-            format!(
-                " ({} cached, {} written to the cache)",
-                s.usage.cached_input_tokens, s.usage.cache_write_tokens
-            )
-        } else {
-            String::new()
-        };
-        self.out.say(&format!(
-            "totals: {} steps · {} in{cached} / {} out tokens · {}",
-            s.step,
-            s.usage.all_input(),
-            s.usage.output_tokens,
-            self.config.cost_text(s.cost_usd)
-        ));
-        Ok(status)
-    }
-
-    /// A signal stopped the turn. In a chat, Ctrl-C (SIGINT) ends only the
-    /// turn: what it ran is stopped and recorded already, the model is told
-    /// (`chat.waiting` with `interrupted`) and the chat waits for the next
-    /// message. Any other signal, or one outside a chat, ends the run.
-    fn stop_turn(&mut self, sig: Signal) -> Result<Turn, AgentError> {
-        if self.config.chat && sig == Signal::SIGINT {
-            self.stop.clear();
-            let step = self.state().step;
-            self.append(Event::ChatWaiting(ChatWaiting {
-                step,
-                interrupted: Some(crate::signals::name(sig).to_string()),
-            }))?;
-            self.out
-                .say("turn interrupted; type the next message (Ctrl-D ends the chat)");
-            return Ok(Turn::Waiting);
-        }
-        self.interrupted(sig).map(Turn::Finished)
-    }
-
-    /// The person's message at the chat prompt: durable (`user.message`)
-    /// before the model sees it.
-    pub fn add_user_message(&mut self, content: &str, source: &str) -> Result<(), AgentError> {
-        let step = self.state().step;
-        self.append(Event::UserMessage(UserMessage {
-            step,
-            content: content.to_string(),
-            source: source.to_string(),
-        }))?;
-        Ok(())
-    }
-
-    /// A chat's `/model` or `/approvals`: recorded (durable before the next
-    /// request), then in force.
-    pub fn change_settings(
-        &mut self,
-        model: Option<String>,
-        approvals: Option<crate::kinds::ApproveMode>,
-    ) -> Result<(), AgentError> {
-        let step = self.state().step;
-        self.append(Event::SettingsChanged(crate::event::SettingsChanged {
-            step,
-            model: model.clone(),
-            approvals,
-            by: "chat".into(),
-        }))?;
-        if let Some(m) = &model {
-            self.config.model.name.clone_from(m);
-            self.provider.set_model(m);
-        }
-        if let Some(a) = approvals {
-            self.config.approvals.mode = a;
-        }
-        Ok(())
-    }
-
-    /// A chat's `/compact`: recorded; the next request is compacted first.
-    pub fn request_compaction(&mut self) -> Result<(), AgentError> {
-        let step = self.state().step;
-        self.append(Event::CompactionRequested(
-            crate::event::CompactionRequested {
-                step,
-                by: "chat".into(),
-            },
-        ))?;
-        Ok(())
-    }
-
-    /// The size in tokens of the next step's request as compaction counts
-    /// it ([`Agent::context_tokens`]): what the status line shows against
-    /// the compaction threshold.
-    pub fn next_context_tokens(&self) -> u64 {
-        let (_, body) = self.step_request(self.state().step + 1);
-        self.context_tokens(&body)
-    }
-
-    /// Time spent waiting for the person (a chat's prompt): not the agent's
-    /// own overhead.
-    pub fn add_waiting(&mut self, d: std::time::Duration) {
-        self.timing.waiting += d;
-    }
-
-    /// Ctrl-D at the chat prompt: the chat ends (`run.finished` completed).
-    pub fn end_chat(&mut self) -> Result<RunStatus, AgentError> {
-        self.finish(RunStatus::Completed, None)
-    }
-
-    /// A stopping signal at the chat prompt: the run ends interrupted.
-    pub fn stop_at_prompt(&mut self, sig: Signal) -> Result<RunStatus, AgentError> {
-        self.interrupted(sig)
-    }
-
-    /// Ends a run a signal stopped.
-    fn interrupted(&mut self, sig: Signal) -> Result<RunStatus, AgentError> {
-        self.finish(
-            RunStatus::Interrupted,
-            Some(crate::signals::name(sig).to_string()),
-        )
-    }
-
-    /// Records `process.exited` for background processes that ended.
-    fn record_exited_processes(&mut self) -> Result<(), AgentError> {
-        for exited in self.processes.poll_exited() {
-            let known = self
-                .state()
-                .processes
-                .get(&exited.id)
-                .is_some_and(|p| p.exited.is_none());
-            if known {
-                self.append(Event::ProcessExited(ProcessExited { ..exited }))?;
-            }
-        }
-        Ok(())
     }
 }
 
