@@ -107,8 +107,18 @@ impl Agent {
         } else {
             String::new()
         };
+        // With a price and a cache, what each kind of token cost.
+        let kinds = if self.config.model.price_known && !cached.is_empty() {
+            let c = self.config.model.cost_by_kind(&s.usage);
+            format!(
+                " (input ${:.4}, cached ${:.4}, written ${:.4}, output ${:.4})",
+                c.input_usd, c.cached_input_usd, c.cache_write_usd, c.output_usd
+            )
+        } else {
+            String::new()
+        };
         self.out.say(&format!(
-            "totals: {} steps · {} in{cached} / {} out tokens · {}",
+            "totals: {} steps · {} in{cached} / {} out tokens · {}{kinds}",
             s.step,
             s.usage.all_input(),
             s.usage.output_tokens,

@@ -352,7 +352,15 @@ fn the_live_output_and_inspect_show_what_the_cache_did_priced_per_kind() {
     for l in &steps[1..] {
         assert!(l.contains("% cached) / 20 out · $"), "{l}");
     }
-    assert!(err.contains("cached, "), "the totals line: {err}");
+    let totals = err
+        .lines()
+        .find(|l| l.starts_with("totals: "))
+        .unwrap_or_default();
+    assert!(totals.contains(" cached, "), "{totals}");
+    assert!(
+        totals.contains("(input $") && totals.contains(", cached $"),
+        "{totals}"
+    );
     // inspect: the share, the cost of each kind, the latest steps.
     let v = crate::support::plan::inspect(&sb.wal());
     let u = &v["usage"];
