@@ -202,3 +202,31 @@ fn no_command_imports_a_sibling() {
         }
     }
 }
+
+/// The agent never touches the terminal: its approval questions go to the
+/// asker the command line gives it (`crate::agent::approval::Asker`).
+#[test]
+fn the_agent_leaves_the_terminal_to_the_command_line() {
+    let agent = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/agent");
+    let mut stack = vec![agent];
+    let mut read = 0;
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+                continue;
+            }
+            let text = std::fs::read_to_string(&p).unwrap();
+            read += 1;
+            for word in ["termios", "tcflush", "crossterm", "io::stdin", "IsTerminal"] {
+                assert!(
+                    !text.contains(word),
+                    "{} names {word}: the terminal belongs to the command line",
+                    p.display()
+                );
+            }
+        }
+    }
+    assert!(read > 0, "no source of src/agent was read");
+}
