@@ -10,7 +10,6 @@ use crate::support::e2e;
 use crate::support::e2e::{Sandbox, events, output, stderr};
 use crate::support::mock::{MockReply, MockServer};
 use serde_json::{Value, json};
-use std::os::unix::process::ExitStatusExt;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -404,28 +403,9 @@ fn hanging_hook_is_killed_at_its_timeout_and_the_run_goes_on() {
     assert_eq!(recs.last().unwrap().data["status"], "completed");
 }
 
-/// A hook body that SIGKILLs the tinyagent process it runs under (found by
-/// walking up the parent chain), once.
-fn kill_agent_hook(sb: &Sandbox) -> String {
-    let marker = sb.path("killed");
-    format!(
-        r#"cat >/dev/null
-[ -e '{m}' ] && exit 0
-touch '{m}'
-p=$$
-while [ "$p" -gt 1 ]; do
-  if [ "$(cat /proc/$p/comm)" = tinyagent ]; then kill -9 "$p"; sleep 1; exit 0; fi
-  p=$(sed 's/.*) //' /proc/$p/stat | cut -d' ' -f2)
-done
-exit 0
-"#,
-        m = marker.display()
-    )
-}
-
 fn crash_in_hook(pre: bool) -> (Sandbox, MockServer) {
     let sb = Sandbox::new();
-    let killer = hook(&sb, "kill.sh", &kill_agent_hook(&sb));
+    let killer = sb.kill_agent_hook();
     let server = MockServer::start(vec![
         MockReply::tool_call("bash", json!({"command": "echo x > side.txt"})).with_ids(&["c1"]),
         MockReply::text("recovered"),
@@ -435,16 +415,9 @@ fn crash_in_hook(pre: bool) -> (Sandbox, MockServer) {
     } else {
         hooks_toml(None, Some(&killer), "")
     };
-    let out = output(sb.run_cmd_cfg(&server.base_url(), "crash in a hook", &toml));
-    assert_eq!(out.status.signal(), Some(9), "{}", stderr(&out));
+    e2e::killed(sb.run_cmd_cfg(&server.base_url(), "crash in a hook", &toml));
     assert!(sb.path("killed").exists());
     (sb, server)
-}
-
-fn resume(sb: &Sandbox) -> std::process::Output {
-    let out = output(sb.resume_cmd());
-    assert_eq!(out.status.code(), Some(0), "resume: {}", stderr(&out));
-    out
 }
 
 #[test]
@@ -453,7 +426,7 @@ fn agent_killed_in_the_pre_hook_resumes_the_call_as_not_run() {
     let before = contract::read(&sb.wal());
     assert_eq!(before.last().unwrap().kind, "model.response");
     assert!(find(&before, "tool.started", "c1").is_none());
-    let out = resume(&sb);
+    let out = sb.resume_ok();
     assert!(stderr(&out).contains("Never started"), "{}", stderr(&out));
     assert!(!sb.ws().join("side.txt").exists(), "the call ran");
     let recs = log(&sb);
@@ -478,7 +451,7 @@ fn agent_killed_in_the_post_hook_resumes_the_call_as_interrupted() {
         sb.ws().join("side.txt").exists(),
         "the tool ran before the hook"
     );
-    let out = resume(&sb);
+    let out = sb.resume_ok();
     assert!(stderr(&out).contains("Interrupted"), "{}", stderr(&out));
     let recs = log(&sb);
     let r = result(&recs, "c1");
@@ -513,12 +486,12 @@ fn a_read_rerun_on_resume_goes_through_the_pre_hook() {
         MockReply::text("done"),
     ]);
     let toml = hooks_toml(Some(&pre), None, "");
-    let mut cmd = sb.run_cmd_cfg(&server.base_url(), "read it", &toml);
-    cmd.env("TINYAGENT_CRASH_AFTER", "tool.started:1");
-    let out = output(cmd);
-    assert_eq!(out.status.signal(), Some(9), "{}", stderr(&out));
+    e2e::crash_after(
+        sb.run_cmd_cfg(&server.base_url(), "read it", &toml),
+        "tool.started:1",
+    );
     std::fs::write(&flag, "").unwrap();
-    resume(&sb);
+    sb.resume_ok();
     let recs = log(&sb);
     let blocked = find(&recs, "hook.blocked", "rd").expect("the re-run was blocked");
     assert!(
@@ -550,11 +523,11 @@ fn a_read_rerun_on_resume_goes_through_the_post_hook() {
         MockReply::text("done"),
     ]);
     let toml = hooks_toml(None, Some(&post), "");
-    let mut cmd = sb.run_cmd_cfg(&server.base_url(), "read it", &toml);
-    cmd.env("TINYAGENT_CRASH_AFTER", "tool.started:1");
-    let out = output(cmd);
-    assert_eq!(out.status.signal(), Some(9), "{}", stderr(&out));
-    resume(&sb);
+    e2e::crash_after(
+        sb.run_cmd_cfg(&server.base_url(), "read it", &toml),
+        "tool.started:1",
+    );
+    sb.resume_ok();
     let recs = log(&sb);
     let r = result(&recs, "rd");
     assert_eq!(r["rerun"], true);

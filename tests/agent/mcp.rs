@@ -11,11 +11,10 @@
 
 use crate::support::contract;
 use crate::support::contract::Rec;
-use crate::support::e2e::{Sandbox, bin, output, stderr};
+use crate::support::e2e::{self, Sandbox, bin, output, stderr};
 use crate::support::mock::{MockReply, MockServer};
 use crate::support::require::{mcp_server, require};
 use serde_json::{Value, json};
-use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -140,31 +139,10 @@ fn run_ok(sb: &Sandbox, server: &MockServer, toml: &str) -> std::process::Output
     out
 }
 
-/// A post_tool hook that SIGKILLs the tinyagent process it runs under,
-/// once: the call has run, its result is not yet in the log.
+/// The `[hooks]` of a post_tool hook that SIGKILLs the agent once: the
+/// call has run, its result is not yet in the log.
 fn kill_agent_hook(sb: &Sandbox) -> String {
-    let script = sb.path("kill.sh");
-    std::fs::write(
-        &script,
-        format!(
-            r#"cat >/dev/null
-[ -e '{m}' ] && exit 0
-touch '{m}'
-p=$$
-while [ "$p" -gt 1 ]; do
-  if [ "$(cat /proc/$p/comm)" = tinyagent ]; then kill -9 "$p"; sleep 1; exit 0; fi
-  p=$(sed 's/.*) //' /proc/$p/stat | cut -d' ' -f2)
-done
-exit 0
-"#,
-            m = sb.path("killed").display()
-        ),
-    )
-    .unwrap();
-    format!(
-        "[hooks]\npost_tool = {}\n",
-        toml_str(&format!("sh '{}'", script.display()))
-    )
+    format!("[hooks]\npost_tool = {}\n", toml_str(&sb.kill_agent_hook()))
 }
 
 #[test]
@@ -406,8 +384,7 @@ fn a_mutating_call_cut_by_a_kill_is_interrupted_and_not_run_again() {
         MockReply::text("recovered"),
     ]);
     let toml = format!("{}{}", servers_toml(&sb, &s), kill_agent_hook(&sb));
-    let out = output(sb.run_cmd_cfg(&server.base_url(), "write once", &toml));
-    assert_eq!(out.status.signal(), Some(9), "{}", stderr(&out));
+    e2e::killed(sb.run_cmd_cfg(&server.base_url(), "write once", &toml));
     // The servers die with the agent.
     assert_no_server_left(&marker(&sb), "after the kill");
     let before = contract::read(&sb.wal());
@@ -416,8 +393,7 @@ fn a_mutating_call_cut_by_a_kill_is_interrupted_and_not_run_again() {
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "once\n");
     // Were the call run again, the file would come back.
     std::fs::remove_file(&file).unwrap();
-    let out = output(sb.resume_cmd());
-    assert_eq!(out.status.code(), Some(0), "resume: {}", stderr(&out));
+    sb.resume_ok();
     assert!(!file.exists(), "the interrupted MCP call was run again");
     let recs = log(&sb);
     assert_eq!(find(&recs, "tool.started", "c1").len(), 1, "started twice");
@@ -447,13 +423,11 @@ fn a_read_only_call_cut_by_a_kill_is_run_again_on_resume() {
         MockReply::text("recovered"),
     ]);
     let toml = format!("{}{}", servers_toml(&sb, &s), kill_agent_hook(&sb));
-    let out = output(sb.run_cmd_cfg(&server.base_url(), "read it", &toml));
-    assert_eq!(out.status.signal(), Some(9), "{}", stderr(&out));
+    e2e::killed(sb.run_cmd_cfg(&server.base_url(), "read it", &toml));
     assert_no_server_left(&marker(&sb), "after the kill");
     // What the re-run reads is what the file holds at resume.
     std::fs::write(&file, "second\n").unwrap();
-    let out = output(sb.resume_cmd());
-    assert_eq!(out.status.code(), Some(0), "resume: {}", stderr(&out));
+    sb.resume_ok();
     let recs = log(&sb);
     let r = result(&recs, "c1");
     assert_eq!(r["rerun"], true, "{r}");

@@ -86,27 +86,22 @@ impl Scene {
         let home = self.sb.path("evil-home");
         let gitconfig = home.join(".gitconfig");
         let touch = format!("touch {}; cat", self.marker.display());
-        let mut c = Command::new(bin());
         // A fork restores where the person is: in the workspace.
         let fork = args.first().is_some_and(|a| a.as_ref() == "fork");
-        c.current_dir(if fork {
+        let dir = if fork {
             self.sb.ws()
         } else {
             self.sb.dir.path().to_path_buf()
-        })
-        .args(args)
-        .env_remove("OPENAI_API_KEY")
-        .env("TINYAGENT_HOME", self.sb.home())
-        .env("XDG_CONFIG_HOME", self.sb.config_home())
-        .env("HOME", &home)
-        .env("GIT_CONFIG_GLOBAL", &gitconfig)
-        .env("GIT_CONFIG_SYSTEM", &gitconfig)
-        .env("GIT_CONFIG_COUNT", "2")
-        .env("GIT_CONFIG_KEY_0", "filter.evil.clean")
-        .env("GIT_CONFIG_VALUE_0", &touch)
-        .env("GIT_CONFIG_KEY_1", "filter.evil.smudge")
-        .env("GIT_CONFIG_VALUE_1", &touch)
-        .stdin(Stdio::null());
+        };
+        let mut c = self.sb.command(&dir, args);
+        c.env("HOME", &home)
+            .env("GIT_CONFIG_GLOBAL", &gitconfig)
+            .env("GIT_CONFIG_SYSTEM", &gitconfig)
+            .env("GIT_CONFIG_COUNT", "2")
+            .env("GIT_CONFIG_KEY_0", "filter.evil.clean")
+            .env("GIT_CONFIG_VALUE_0", &touch)
+            .env("GIT_CONFIG_KEY_1", "filter.evil.smudge")
+            .env("GIT_CONFIG_VALUE_1", &touch);
         c.output().expect("run tinyagent")
     }
 
