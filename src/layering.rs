@@ -9,6 +9,23 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+/// Every file under `dir`, at any depth.
+fn files_under(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
 /// Module -> the top-level modules its code names.
 fn graph() -> BTreeMap<String, BTreeSet<String>> {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
@@ -24,46 +41,38 @@ fn graph() -> BTreeMap<String, BTreeSet<String>> {
         .filter(|n| n != "lib" && n != "main")
         .collect();
     let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    let mut stack = vec![src.clone()];
-    while let Some(dir) = stack.pop() {
-        for e in std::fs::read_dir(&dir).unwrap().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-                continue;
-            }
-            let name = p.file_name().unwrap().to_string_lossy().to_string();
-            // Test-only files (and directories of them).
-            if p.extension().is_none_or(|x| x != "rs")
-                || ["tests.rs", "proptests.rs", "testkit.rs"].contains(&name.as_str())
-                || p.strip_prefix(&src)
-                    .is_ok_and(|rel| rel.components().any(|c| c.as_os_str() == "tests"))
-            {
-                continue;
-            }
-            let rel = p.strip_prefix(&src).unwrap();
-            let top = rel
-                .components()
-                .next()
-                .unwrap()
-                .as_os_str()
-                .to_string_lossy()
-                .trim_end_matches(".rs")
-                .to_string();
-            if !tops.contains(&top) {
-                continue;
-            }
-            let text = std::fs::read_to_string(&p).unwrap();
-            let code = text
-                .split("#[cfg(test)]\nmod tests")
-                .next()
-                .unwrap_or_default();
-            let edges = g.entry(top.clone()).or_default();
-            for line in code.lines().filter(|l| !l.trim_start().starts_with("//")) {
-                for named in names(line) {
-                    if named != top && tops.contains(&named) {
-                        edges.insert(named);
-                    }
+    for p in files_under(&src) {
+        let name = p.file_name().unwrap().to_string_lossy().to_string();
+        // Test-only files (and directories of them).
+        if p.extension().is_none_or(|x| x != "rs")
+            || ["tests.rs", "proptests.rs", "testkit.rs"].contains(&name.as_str())
+            || p.strip_prefix(&src)
+                .is_ok_and(|rel| rel.components().any(|c| c.as_os_str() == "tests"))
+        {
+            continue;
+        }
+        let rel = p.strip_prefix(&src).unwrap();
+        let top = rel
+            .components()
+            .next()
+            .unwrap()
+            .as_os_str()
+            .to_string_lossy()
+            .trim_end_matches(".rs")
+            .to_string();
+        if !tops.contains(&top) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&p).unwrap();
+        let code = text
+            .split("#[cfg(test)]\nmod tests")
+            .next()
+            .unwrap_or_default();
+        let edges = g.entry(top.clone()).or_default();
+        for line in code.lines().filter(|l| !l.trim_start().starts_with("//")) {
+            for named in names(line) {
+                if named != top && tops.contains(&named) {
+                    edges.insert(named);
                 }
             }
         }
@@ -198,6 +207,24 @@ fn no_command_imports_a_sibling() {
             assert!(
                 !(modules.contains(&named) && &named != name),
                 "cli/{name} imports its sibling cli/{named}"
+            );
+        }
+    }
+}
+
+/// The agent never touches the terminal: its approval questions go to the
+/// asker the command line gives it (`crate::agent::approval::Asker`).
+#[test]
+fn the_agent_leaves_the_terminal_to_the_command_line() {
+    let files = files_under(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src/agent"));
+    assert!(!files.is_empty(), "no source of src/agent was read");
+    for p in files {
+        let text = std::fs::read_to_string(&p).unwrap();
+        for word in ["termios", "tcflush", "crossterm", "io::stdin", "IsTerminal"] {
+            assert!(
+                !text.contains(word),
+                "{} names {word}: the terminal belongs to the command line",
+                p.display()
             );
         }
     }

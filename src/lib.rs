@@ -65,7 +65,7 @@
 //! - [`cli`]: the command line: thin commands mapping flags to a launch (or
 //!   a look at a log: `log inspect/verify/repair/export/import/diff`,
 //!   `sessions`, `approve`, `demo`, `bench save`) and the outcome to an exit
-//!   code.
+//!   code; the terminal, where approval questions are asked, is its alone.
 //! - [`signals`]: SIGINT, SIGTERM and SIGHUP, which stop a run cleanly by
 //!   setting the command's [`signals::StopToken`], handed down to every part
 //!   that stops early;

@@ -19,11 +19,18 @@
 //! `tool.started`. Resume reads the marks the fold keeps on pending calls: a
 //! decided call is never asked again, a requested one is asked again (an
 //! answer file written while no agent ran is taken then).
+//!
+//! The agent never touches the terminal: the question goes to the
+//! [`Asker`] it was given at launch (the command line's, `crate::cli`),
+//! which waits for the person in front of the run, for `tinyagent approve`
+//! (through the poll the agent hands it) and for a stop, whichever comes
+//! first.
 
 use super::{Agent, AgentError};
 use crate::config::ApproveMode;
 use crate::event::{ApprovalDecided, ApprovalRequested, Decision, Event, ToolCall};
 use crate::session::ApprovalMark;
+use crate::signals::StopToken;
 use crate::tools::Effect;
 use nix::sys::signal::Signal;
 use serde::{Deserialize, Serialize};
@@ -34,8 +41,8 @@ use std::time::Duration;
 
 /// The largest answer file read (a decision and a reason).
 const MAX_ANSWER_BYTES: u64 = 64 * 1024;
-/// How often the wait looks for an answer (file, terminal, signal).
-const POLL: Duration = Duration::from_millis(50);
+/// How often a wait looks for an answer (file, terminal, signal).
+pub const POLL: Duration = Duration::from_millis(50);
 
 /// What the approval step says about a call.
 pub(super) enum Approval {
@@ -198,24 +205,49 @@ fn printable(text: &str) -> String {
         .collect()
 }
 
-/// What a line typed at the question means.
-fn parse_reply(line: &str) -> Option<(Decision, bool, Option<String>)> {
-    let line = line.trim();
-    let (word, rest) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
-    let reason = Some(rest.trim().to_string()).filter(|r| !r.is_empty());
-    match word.to_ascii_lowercase().as_str() {
-        "y" | "yes" => Some((Decision::Allow, false, reason)),
-        "a" | "always" => Some((Decision::Allow, true, reason)),
-        "n" | "no" => Some((Decision::Deny, false, reason)),
-        _ => None,
-    }
+/// One approval question, as the person is shown it: every text is
+/// printable (control characters from the model shown as `�`).
+pub struct Question {
+    /// The tool's name.
+    pub tool: String,
+    /// The call's id.
+    pub call_id: String,
+    /// The call in one line (`bash: cargo test`).
+    pub preview: String,
+    /// What is shown before the question (the command, the diff; indented,
+    /// each line ending in a newline), or nothing.
+    pub details: String,
+    /// The question's "always" choice (` / [a]lways `cargo test``), empty
+    /// when none is offered.
+    pub always: String,
+    /// The command that answers from another process.
+    pub elsewhere: String,
 }
 
-/// Where an answer came from.
-enum Reply {
-    Terminal(Decision, bool, Option<String>),
-    File(Answer),
+/// What answered a question.
+pub enum Reply {
+    /// The person in front of the run: the decision, whether it was
+    /// "always", the reason typed after it.
+    Here(Decision, bool, Option<String>),
+    /// `tinyagent approve`, from another process.
+    Elsewhere(Answer),
+    /// A stopping signal came first.
     Stopped(Signal),
+}
+
+/// Where the run's approval questions are asked. The command line owns
+/// the terminal and gives the agent its asker at launch.
+pub trait Asker: Send {
+    /// Asks `question` and waits for its answer: from the person, from
+    /// `elsewhere` (polled at least every [`POLL`]; it gives the answer
+    /// `tinyagent approve` left, once one is there) or a stop on `stop`,
+    /// whichever comes first.
+    fn ask(
+        &mut self,
+        question: &Question,
+        elsewhere: &mut dyn FnMut() -> Option<Answer>,
+        stop: &StopToken,
+    ) -> Reply;
 }
 
 impl Agent {
@@ -304,12 +336,36 @@ impl Agent {
             (Some(prefix), true) => format!(" / [a]lways `{}`", printable(prefix)),
             (None, true) => format!(" / [a]lways {}", printable(&call.name)),
         };
-        let reply = wait_for_answer(&wal, step, call, &details, &always, &self.stop);
+        let question = Question {
+            tool: printable(&call.name),
+            call_id: printable(&call.id),
+            preview: printable(&crate::report::call_preview(&call.name, &call.arguments)),
+            details,
+            always,
+            elsewhere: format!(
+                "tinyagent approve {} {} [--deny --reason TEXT]",
+                wal.display(),
+                printable(&call.id)
+            ),
+        };
+        let owner =
+            std::fs::metadata(&wal).map_or_else(|_| nix::unistd::geteuid().as_raw(), |m| m.uid());
+        let path = answer_path(&wal, step, &call.id);
+        let mut elsewhere = || match read_answer(&path, owner, step, &call.id) {
+            Some(Ok(a)) => Some(a),
+            Some(Err(why)) => {
+                crate::report::err_line(&format!("warning: {why}"));
+                None
+            }
+            None => None,
+        };
+        let (asker, stop) = (&mut self.asker, &self.stop);
+        let reply = crate::runtime::blocking(|| asker.ask(&question, &mut elsewhere, stop));
         self.timing.waiting += asked.elapsed();
         let (decision, always, reason, by) = match reply {
             Reply::Stopped(sig) => return Ok(Approval::Stopped(sig)),
-            Reply::Terminal(d, always, reason) => (d, always && offer_always, reason, "tty"),
-            Reply::File(a) => (a.decision, false, a.reason, "approve"),
+            Reply::Here(d, always, reason) => (d, always && offer_always, reason, "tty"),
+            Reply::Elsewhere(a) => (a.decision, false, a.reason, "approve"),
         };
         let scope = scope.filter(|_| always);
         self.append(Event::ApprovalDecided(ApprovalDecided {
@@ -362,152 +418,9 @@ impl Agent {
     }
 }
 
-/// Waits for the answer to `call`: a line on the terminal (when stdin is
-/// one), an answer file from `tinyagent approve`, or a stopping signal,
-/// whichever comes first.
-///
-/// `details` (the command, the diff) is shown before the question;
-/// `always` is the question's "always" choice (empty: not offered).
-fn wait_for_answer(
-    wal: &Path,
-    step: u64,
-    call: &ToolCall,
-    details: &str,
-    always: &str,
-    stop: &crate::signals::StopToken,
-) -> Reply {
-    use std::io::IsTerminal;
-    let owner =
-        std::fs::metadata(wal).map_or_else(|_| nix::unistd::geteuid().as_raw(), |m| m.uid());
-    let path = answer_path(wal, step, &call.id);
-    let mut tty = std::io::stdin().is_terminal();
-    let preview = printable(&crate::report::call_preview(&call.name, &call.arguments));
-    let elsewhere = format!(
-        "tinyagent approve {} {} [--deny --reason TEXT]",
-        wal.display(),
-        printable(&call.id)
-    );
-    let always_text = always;
-    let question = if details.is_empty() {
-        format!("approve {preview} ? [y]es / [n]o [reason]{always_text} : ")
-    } else {
-        format!(
-            "approve this {} ({}) ? [y]es / [n]o [reason]{always_text} : ",
-            printable(&call.name),
-            printable(&call.id)
-        )
-    };
-    if tty {
-        // Only what is typed after the question answers it: a line typed
-        // ahead (or pushed into the terminal by anything) is thrown away.
-        discard_typed_ahead();
-        crate::report::err_text(&format!(
-            "{details}(or answer from elsewhere: {elsewhere})\n{question}"
-        ));
-    } else {
-        crate::report::err_line(&format!(
-            "waiting for approval of {preview}; answer with: {elsewhere}"
-        ));
-    }
-    crate::runtime::blocking(|| {
-        loop {
-            if let Some(sig) = stop.signal() {
-                if tty {
-                    crate::report::err_text("\n");
-                }
-                return Reply::Stopped(sig);
-            }
-            match read_answer(&path, owner, step, &call.id) {
-                Some(Ok(a)) => {
-                    if tty {
-                        crate::report::err_text(&format!(
-                            "\n(answered by tinyagent approve: {})\n",
-                            a.decision.as_str()
-                        ));
-                    }
-                    return Reply::File(a);
-                }
-                Some(Err(why)) => crate::report::err_line(&format!("warning: {why}")),
-                None => {}
-            }
-            if !tty {
-                std::thread::sleep(POLL);
-                continue;
-            }
-            match poll_line(POLL) {
-                Ok(None) => {}
-                Ok(Some(line)) => match parse_reply(&line) {
-                    Some((d, always, reason)) => return Reply::Terminal(d, always, reason),
-                    None => crate::report::err_text(&question),
-                },
-                Err(()) => {
-                    // The terminal closed: only `tinyagent approve` can
-                    // answer now.
-                    tty = false;
-                    crate::report::err_line(&format!(
-                        "\nno terminal to answer on; answer with: {elsewhere}"
-                    ));
-                }
-            }
-        }
-    })
-}
-
-/// Throws away the input the terminal on stdin holds that nobody has read
-/// yet (`tcflush` with `TCIFLUSH`).
-fn discard_typed_ahead() {
-    use std::os::fd::AsFd;
-    let stdin = std::io::stdin();
-    let _ = nix::sys::termios::tcflush(stdin.as_fd(), nix::sys::termios::FlushArg::TCIFLUSH);
-}
-
-/// A line from the terminal on stdin, waiting at most `timeout`: `Ok(None)`
-/// when none came, `Err` when stdin is closed. Read from the descriptor,
-/// not through a buffer: the terminal hands over one line per read, and no
-/// input is kept back here for a later question.
-fn poll_line(timeout: Duration) -> Result<Option<String>, ()> {
-    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-    use std::os::fd::AsFd;
-    let stdin = std::io::stdin();
-    let ready = {
-        let mut fds = [PollFd::new(stdin.as_fd(), PollFlags::POLLIN)];
-        let ms = PollTimeout::try_from(timeout).unwrap_or(PollTimeout::MAX);
-        match poll(&mut fds, ms) {
-            Ok(0) | Err(nix::errno::Errno::EINTR) => return Ok(None),
-            Ok(_) => fds[0].revents().unwrap_or(PollFlags::empty()),
-            Err(_) => return Err(()),
-        }
-    };
-    if !ready.intersects(PollFlags::POLLIN | PollFlags::POLLHUP) {
-        return Ok(None);
-    }
-    let mut buf = [0u8; 4096];
-    loop {
-        match nix::unistd::read(stdin.as_fd(), &mut buf) {
-            Ok(0) => return Err(()),
-            Ok(n) => return Ok(Some(String::from_utf8_lossy(&buf[..n]).into_owned())),
-            Err(nix::errno::Errno::EINTR) => {}
-            Err(nix::errno::Errno::EAGAIN) => return Ok(None),
-            Err(_) => return Err(()),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn replies_are_read_with_their_reason() {
-        assert_eq!(parse_reply("y\n"), Some((Decision::Allow, false, None)));
-        assert_eq!(parse_reply(" A "), Some((Decision::Allow, true, None)));
-        assert_eq!(
-            parse_reply("n too risky\n"),
-            Some((Decision::Deny, false, Some("too risky".into())))
-        );
-        assert_eq!(parse_reply("maybe"), None);
-        assert_eq!(parse_reply(""), None);
-    }
 
     #[test]
     fn an_answer_file_must_be_the_owners_0600_file_for_that_call() {

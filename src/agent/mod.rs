@@ -95,6 +95,8 @@ pub struct AgentParts {
     pub out: Output,
     /// Set when a stopping signal arrives ([`crate::signals`]).
     pub stop: StopToken,
+    /// Where approval questions are asked (the command line's terminal).
+    pub asker: Box<dyn approval::Asker>,
 }
 
 /// A run in progress.
@@ -119,6 +121,7 @@ pub struct Agent {
     checkpoints: Option<crate::checkpoint::Checkpointer>,
     /// Set when a stopping signal arrives.
     stop: StopToken,
+    asker: Box<dyn approval::Asker>,
 }
 
 /// Where the time of this process's part of the run went: the agent's own
@@ -201,6 +204,7 @@ impl Agent {
             processes: parts.processes,
             out,
             stop: parts.stop,
+            asker: parts.asker,
         })
     }
 

@@ -5,6 +5,7 @@
 
 mod approve;
 pub mod args;
+mod ask;
 mod chat;
 mod demo;
 mod envcmd;
@@ -189,7 +190,7 @@ fn named_key_vars(command: &Command) -> Vec<String> {
 /// `tinyagent run`, or a new `tinyagent chat` (`chat`: its prompt instead
 /// of a task); `stop` is the command's stop token (`listen_for_stop`).
 pub async fn run(args: &RunArgs, chat: bool, stop: &StopToken) -> Result<i32, CliError> {
-    let running = launch::new::open(args, chat, stop)?;
+    let running = launch::new::open(args, chat, stop, Box::new(ask::Terminal))?;
     // Indexed under $TINYAGENT_HOME, so `sessions` lists a run logged
     // elsewhere with --wal.
     if let (Ok(home), Some(run)) = (launch::parts::home(), &running.agent.state().run) {
@@ -201,7 +202,7 @@ pub async fn run(args: &RunArgs, chat: bool, stop: &StopToken) -> Result<i32, Cl
 /// `tinyagent resume`, or `chat --resume` (`chat`: the log must be a
 /// chat's).
 pub async fn resume(args: &ResumeArgs, chat: bool, stop: &StopToken) -> Result<i32, CliError> {
-    match launch::resume::open(args, chat, stop)? {
+    match launch::resume::open(args, chat, stop, Box::new(ask::Terminal))? {
         Opened::Running(running) => drive(*running).await,
         Opened::NotContinued { limit, why } => {
             say(&why);

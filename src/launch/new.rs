@@ -342,9 +342,14 @@ fn starting_checkpoint(
 
 /// A new run (`tinyagent run`, or a new `tinyagent chat`: no task, the
 /// chat's prompt) planned and opened: every check first, then its log
-/// created with its first records, its environment and its agent. The
-/// caller drives it.
-pub fn open(args: &RunArgs, chat: bool, stop: &StopToken) -> Result<super::Running, LaunchError> {
+/// created with its first records, its environment and its agent (which
+/// asks its approval questions through `asker`). The caller drives it.
+pub fn open(
+    args: &RunArgs,
+    chat: bool,
+    stop: &StopToken,
+    asker: Box<dyn crate::agent::approval::Asker>,
+) -> Result<super::Running, LaunchError> {
     let plan = plan_run(args, chat, stop)?;
     let provider = provider_for(&plan.config)?;
     for note in &plan.notes {
@@ -444,6 +449,7 @@ pub fn open(args: &RunArgs, chat: bool, stop: &StopToken) -> Result<super::Runni
             out
         },
         stop: stop.clone(),
+        asker,
     })
     .map_err(LaunchError::from)?;
     for (seq, record) in &records {

@@ -196,6 +196,7 @@ pub fn open(
     args: &ResumeArgs,
     chat: bool,
     stop: &crate::signals::StopToken,
+    asker: Box<dyn crate::agent::approval::Asker>,
 ) -> Result<super::Opened, LaunchError> {
     // Every check of flags, config and tool set comes before the log is
     // locked, a torn tail cut or a trajectory imported.
@@ -408,6 +409,7 @@ pub fn open(
         processes,
         out,
         stop: stop.clone(),
+        asker,
     })?;
     agent.recover(StopInfo {
         stopped_at,

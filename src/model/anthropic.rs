@@ -6,7 +6,7 @@
 use super::anthropic_stream::MessageStream;
 use super::error::ModelError;
 use super::http::stream_events;
-use super::http::{Backoff, Endpoint, build_client, checked_base_url, exchange, json_of};
+use super::http::{Endpoint, build_client, checked_base_url, native_attempt, with_retries};
 use super::{Encoded, ModelReply, ModelRequest, ProviderConfig, Purpose};
 use crate::event::{Message, Native, NativeItems, Role, StopReason, ToolCall, Usage};
 use serde_json::{Value, json};
@@ -87,34 +87,24 @@ impl AnthropicProvider {
         body: &Encoded,
         on_text: &mut (dyn FnMut(&str) + Send),
     ) -> Result<ModelReply, ModelError> {
-        let mut backoff = Backoff::new(&self.cfg);
-        loop {
-            let attempt = if self.cfg.stream {
+        with_retries(&self.cfg, async || {
+            if self.cfg.stream {
                 match self.streamed(body, on_text).await {
                     Ok(v) => parse_response(&v, req.step),
                     Err(e) => Err(e),
                 }
             } else {
-                match exchange(&self.cfg, self.endpoint.post(&self.client, body)).await {
-                    Ok(bytes) => json_of(&self.cfg, &bytes)
-                        .and_then(|v| parse_response(&v, req.step))
-                        .map(|mut reply| {
-                            super::native::keep_server_order(&mut reply, &bytes, &["content"]);
-                            reply
-                        })
-                        .inspect(|reply| {
-                            if !reply.message.content.is_empty() {
-                                on_text(&reply.message.content);
-                            }
-                        }),
-                    Err(e) => Err(e),
-                }
-            };
-            match attempt {
-                Ok(reply) => return Ok(reply),
-                Err(e) => backoff.failed(e).await?,
+                native_attempt(
+                    &self.cfg,
+                    self.endpoint.post(&self.client, body),
+                    "content",
+                    |v| parse_response(v, req.step),
+                    on_text,
+                )
+                .await
             }
-        }
+        })
+        .await
     }
 
     /// One streamed attempt: the message as a non-streaming body.

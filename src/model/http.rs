@@ -172,6 +172,21 @@ impl<'a> Backoff<'a> {
     }
 }
 
+/// Makes `attempt` until one succeeds, or [`Backoff`] gives up: the one
+/// retry loop of every HTTP provider.
+pub(crate) async fn with_retries<T>(
+    cfg: &ProviderConfig,
+    mut attempt: impl AsyncFnMut() -> Result<T, ModelError>,
+) -> Result<T, ModelError> {
+    let mut backoff = Backoff::new(cfg);
+    loop {
+        match attempt().await {
+            Ok(v) => return Ok(v),
+            Err(e) => backoff.failed(e).await?,
+        }
+    }
+}
+
 /// `4 s`, `1.5 s`, `250 ms`.
 fn wait_text(d: Duration) -> String {
     if d < Duration::from_secs(1) {
@@ -303,6 +318,27 @@ pub(crate) async fn exchange(
         .bytes()
         .await
         .map_err(|e| from_reqwest(&e, cfg.request_timeout, cfg.api_key.as_deref()))
+}
+
+/// One non-streaming attempt of a provider whose replies carry native
+/// items (Anthropic's messages, OpenAI's responses): the request sent, the
+/// body read by `parse`, its items kept in the server's member order (at
+/// `items`, see [`super::native::keep_server_order`]), its text handed to
+/// `on_text`.
+pub(crate) async fn native_attempt(
+    cfg: &ProviderConfig,
+    request: reqwest::RequestBuilder,
+    items: &str,
+    parse: impl FnOnce(&serde_json::Value) -> Result<super::ModelReply, ModelError>,
+    on_text: &mut (dyn FnMut(&str) + Send),
+) -> Result<super::ModelReply, ModelError> {
+    let bytes = exchange(cfg, request).await?;
+    let mut reply = parse(&json_of(cfg, &bytes)?)?;
+    super::native::keep_server_order(&mut reply, &bytes, &[items]);
+    if !reply.message.content.is_empty() {
+        on_text(&reply.message.content);
+    }
+    Ok(reply)
 }
 
 /// A response body as a JSON tree, or why it is none (its start quoted,

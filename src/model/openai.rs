@@ -4,7 +4,7 @@
 //! with tool-call arguments assembled from fragments.
 
 use super::error::ModelError;
-use super::http::{Backoff, Endpoint, build_client, exchange, json_of};
+use super::http::{Endpoint, build_client, exchange, json_of, with_retries};
 use super::http::{bearer_endpoint, stream_events};
 use super::wire::WireCache;
 use super::{Encoded, ModelReply, ModelRequest, ProviderConfig};
@@ -63,18 +63,14 @@ impl OpenAiProvider {
         body: &Encoded,
         on_text: &mut (dyn FnMut(&str) + Send),
     ) -> Result<ModelReply, ModelError> {
-        let mut backoff = Backoff::new(&self.cfg);
-        loop {
-            let attempt = if self.cfg.stream {
+        with_retries(&self.cfg, async || {
+            if self.cfg.stream {
                 self.streamed(body, req.step, on_text).await
             } else {
                 self.plain(body, req.step, on_text).await
-            };
-            match attempt {
-                Ok(reply) => return Ok(reply),
-                Err(e) => backoff.failed(e).await?,
             }
-        }
+        })
+        .await
     }
 
     fn request(&self, body: &Encoded) -> reqwest::RequestBuilder {

@@ -10,7 +10,7 @@
 //! response, read like a plain one.
 
 use super::error::ModelError;
-use super::http::{Backoff, Endpoint, build_client, exchange, json_of};
+use super::http::{Endpoint, build_client, native_attempt, with_retries};
 use super::http::{bearer_endpoint, stream_events};
 use super::{Encoded, ModelReply, ModelRequest, ProviderConfig, Purpose};
 use crate::event::{Message, Native, NativeItems, Role, StopReason, ToolCall, Usage};
@@ -50,31 +50,21 @@ impl ResponsesProvider {
         body: &Encoded,
         on_text: &mut (dyn FnMut(&str) + Send),
     ) -> Result<ModelReply, ModelError> {
-        let mut backoff = Backoff::new(&self.cfg);
-        loop {
-            let attempt = if self.cfg.stream {
+        with_retries(&self.cfg, async || {
+            if self.cfg.stream {
                 self.streamed(body, req.step, on_text).await
             } else {
-                match exchange(&self.cfg, self.endpoint.post(&self.client, body)).await {
-                    Ok(bytes) => json_of(&self.cfg, &bytes)
-                        .and_then(|v| parse_response(&v, req.step))
-                        .map(|mut reply| {
-                            super::native::keep_server_order(&mut reply, &bytes, &["output"]);
-                            reply
-                        })
-                        .inspect(|reply| {
-                            if !reply.message.content.is_empty() {
-                                on_text(&reply.message.content);
-                            }
-                        }),
-                    Err(e) => Err(e),
-                }
-            };
-            match attempt {
-                Ok(reply) => return Ok(reply),
-                Err(e) => backoff.failed(e).await?,
+                native_attempt(
+                    &self.cfg,
+                    self.endpoint.post(&self.client, body),
+                    "output",
+                    |v| parse_response(v, req.step),
+                    on_text,
+                )
+                .await
             }
-        }
+        })
+        .await
     }
 
     async fn streamed(

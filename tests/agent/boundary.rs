@@ -28,14 +28,6 @@ fn bwrap_works(sb: &Sandbox, test: &str) -> bool {
     require("bwrap", test, require::bwrap(&sb.ws(), false)).is_some()
 }
 
-fn content(recs: &[Rec], call_id: &str) -> String {
-    recs.iter()
-        .find(|r| r.kind == "tool.result" && r.data["call_id"] == call_id)
-        .and_then(|r| r.data["content"].as_str())
-        .unwrap_or_else(|| panic!("no result for {call_id}"))
-        .to_string()
-}
-
 /// A command that tries to push `text` into every terminal it can name:
 /// `/dev/tty`, its descriptors 0 to 2 and every `/dev/pts/N`. It prints
 /// `INJECTED <where>` for each that took it, `refused <where> <errno>` for
@@ -112,7 +104,7 @@ fn a_sandboxed_call_cannot_answer_the_next_approval_question() {
     s.exp_string("totals:").expect("the run ends");
     assert_eq!(pty::exit_code(&mut s), Some(0));
     let recs = contract::read_checked(&sb.wal());
-    let probe = content(&recs, "inject");
+    let probe = contract::result_content(&recs, "inject");
     assert!(probe.contains("probe-done"), "{probe}");
     assert!(!probe.contains("INJECTED"), "{probe}");
     let decided = contract::of_kind(&recs, "approval.decided");
@@ -201,10 +193,10 @@ fn shell_case_as(test: &str, toml: &str, as_nobody: bool) {
     s.send_line("exit").expect("exit");
     let _ = pty::exit_code(&mut s);
     let recs = contract::read_checked(&sb.wal());
-    let probe = content(&recs, "inject");
+    let probe = contract::result_content(&recs, "inject");
     assert!(probe.contains("probe-done"), "{probe}");
     assert!(
-        content(&recs, "tty").contains("NO-TTY"),
+        contract::result_content(&recs, "tty").contains("NO-TTY"),
         "a command has a controlling terminal"
     );
     assert!(
@@ -259,7 +251,7 @@ fn a_local_call_has_no_controlling_terminal() {
         s.exp_string("totals:").expect("the run ends");
         assert_eq!(pty::exit_code(&mut s), Some(0));
         let recs = contract::read_checked(&sb.wal());
-        assert!(content(&recs, "tty").contains("NO-TTY"));
+        assert!(contract::result_content(&recs, "tty").contains("NO-TTY"));
     } else {
         shell_case("a_local_call_has_no_controlling_terminal", "");
     }
@@ -300,7 +292,7 @@ fn the_sandbox_reaches_no_host_unix_socket_but_the_ones_named() {
     let out = output(cmd);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let recs = contract::read_checked(&sb.wal());
-    let probe = content(&recs, "sockets");
+    let probe = contract::result_content(&recs, "sockets");
     assert!(probe.contains("probe-done"), "{probe}");
     for t in &targets[..3] {
         assert!(
@@ -362,7 +354,10 @@ fn an_inherited_descriptor_reaches_no_child() {
         let out = output(cmd);
         assert_eq!(out.status.code(), Some(0), "{env}: {}", stderr(&out));
         let recs = contract::read_checked(&sb.wal());
-        assert!(content(&recs, "fg").contains("FD7-CLOSED"), "{env}");
+        assert!(
+            contract::result_content(&recs, "fg").contains("FD7-CLOSED"),
+            "{env}"
+        );
         assert_eq!(
             std::fs::read_to_string(&target).unwrap(),
             "",

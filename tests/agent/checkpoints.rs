@@ -5,7 +5,7 @@
 
 use crate::support::checkpoints::{git_tree_of, tree_of};
 use crate::support::contract;
-use crate::support::e2e::{Sandbox, bin, output, stderr};
+use crate::support::e2e::{Sandbox, bin, ok, output, stderr};
 use crate::support::mock::{MockReply, MockServer};
 use crate::support::require::{self, require};
 use serde_json::{Value, json};
@@ -16,11 +16,6 @@ fn tinyagent(dir: &Path, args: &[&str]) -> std::process::Output {
     let mut c = Command::new(bin());
     c.current_dir(dir).args(args).stdin(Stdio::null());
     output(c)
-}
-
-fn ok(o: &std::process::Output) -> String {
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(o));
-    String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
 fn checkpoints(wal: &Path) -> Vec<Value> {

@@ -5,7 +5,7 @@
 //! block still pinned after the summary. A kill during the summarizer call,
 //! or right after the compaction record, loses nothing.
 
-use crate::support::e2e::{Sandbox, output, stderr};
+use crate::support::e2e::{self, Sandbox, output, stderr};
 use crate::support::mock::MockReply;
 use crate::support::plan::compact::*;
 use crate::support::plan::*;
@@ -89,11 +89,8 @@ fn a_compacted_run_killed_and_resumed_by_replay_continues_from_the_same_view() {
     let sb = crash_resume_after_compaction(
         &[],
         fifth,
-        |sb, mut cmd| {
-            cmd.env("TINYAGENT_CRASH_AFTER", "plan.updated:2");
-            let out = output(cmd);
-            use std::os::unix::process::ExitStatusExt;
-            assert_eq!(out.status.signal(), Some(9), "{}", stderr(&out));
+        |sb, cmd| {
+            e2e::crash_after(cmd, "plan.updated:2");
             assert!(
                 !tinyagent_store::snapshot::snapshot_path(&sb.wal()).exists(),
                 "no snapshot: resume replays the whole log"
@@ -237,13 +234,9 @@ fn a_crash_right_after_the_compaction_record_resumes_compacted() {
     let mut steps = first_steps();
     steps.push(MockReply::text("finished"));
     let server = split_server(steps, vec![MockReply::text(SUMMARY)]);
-    let mut cmd = run_cmd(&sb, &server.base_url(), &[]);
-    cmd.env("TINYAGENT_CRASH_AFTER", "compaction:1");
-    let out = output(cmd);
-    use std::os::unix::process::ExitStatusExt;
-    assert_eq!(out.status.signal(), Some(9), "{}", stderr(&out));
-    let out = output(sb.resume_cmd());
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let cmd = run_cmd(&sb, &server.base_url(), &[]);
+    e2e::crash_after(cmd, "compaction:1");
+    sb.resume_ok();
     server.assert_no_violations();
     let all = server.requests();
     let (steps, sums) = split_requests(&all);

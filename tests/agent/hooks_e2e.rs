@@ -10,7 +10,6 @@ use crate::support::e2e;
 use crate::support::e2e::{Sandbox, events, output, stderr};
 use crate::support::mock::{MockReply, MockServer};
 use serde_json::{Value, json};
-use std::os::unix::process::ExitStatusExt;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -49,12 +48,6 @@ fn run_ok(sb: &Sandbox, server: &MockServer, toml: &str) -> std::process::Output
     out
 }
 
-fn log(sb: &Sandbox) -> Vec<Rec> {
-    let recs = contract::read(&sb.wal());
-    contract::check_write_order(&recs);
-    recs
-}
-
 fn find<'a>(recs: &'a [Rec], kind: &str, call_id: &str) -> Option<&'a Rec> {
     recs.iter()
         .find(|r| r.kind == kind && r.data["call_id"] == call_id)
@@ -64,17 +57,6 @@ fn result<'a>(recs: &'a [Rec], call_id: &str) -> &'a Value {
     &find(recs, "tool.result", call_id)
         .unwrap_or_else(|| panic!("no tool.result for {call_id}"))
         .data
-}
-
-/// The content the model was sent for `call_id`, in the last request.
-fn sent_result(server: &MockServer, call_id: &str) -> String {
-    let reqs = server.recorded();
-    let last = reqs.last().expect("a request");
-    last.tool_results()
-        .into_iter()
-        .find(|(id, _)| id == call_id)
-        .map(|(_, c)| c)
-        .unwrap_or_else(|| panic!("no result for {call_id} sent to the model"))
 }
 
 fn inspect_json(sb: &Sandbox) -> Value {
@@ -126,7 +108,7 @@ fn allowing_hooks_get_the_call_and_the_result_on_stdin() {
         std::fs::read_to_string(sb.ws().join("side.txt")).unwrap(),
         "ran\n"
     );
-    let recs = log(&sb);
+    let recs = contract::read_checked(&sb.wal());
     let run_id = recs[0].data["run_id"].clone();
     let pre_json: Value = serde_json::from_slice(&std::fs::read(&pre_in).unwrap()).unwrap();
     assert_eq!(pre_json["run_id"], run_id);
@@ -197,7 +179,7 @@ fn exit_2_blocks_the_call_and_the_model_gets_the_reason() {
         sb.ws().join("allowed.txt").exists(),
         "the allowed call did not run"
     );
-    let recs = log(&sb);
+    let recs = contract::read_checked(&sb.wal());
     let blocked = find(&recs, "hook.blocked", "b1").expect("hook.blocked record");
     assert_eq!(blocked.data["hook"], "pre_tool");
     assert_eq!(blocked.data["reason"], "forbidden word in the call");
@@ -213,9 +195,11 @@ fn exit_2_blocks_the_call_and_the_model_gets_the_reason() {
     // Order: hook.blocked, then the result, both before the next call starts.
     assert!(blocked.seq < find(&recs, "tool.result", "b1").unwrap().seq);
     assert!(
-        sent_result(&server, "b1").contains("forbidden word in the call"),
+        server
+            .sent_result("b1")
+            .contains("forbidden word in the call"),
         "{}",
-        sent_result(&server, "b1")
+        server.sent_result("b1")
     );
     let evs = events(&out);
     assert!(
@@ -250,13 +234,13 @@ fn json_decision_block_blocks_the_call() {
     ]);
     run_ok(&sb, &server, &hooks_toml(Some(&pre), None, ""));
     assert!(!sb.ws().join("w.txt").exists());
-    let recs = log(&sb);
+    let recs = contract::read_checked(&sb.wal());
     assert_eq!(
         find(&recs, "hook.blocked", "w1").unwrap().data["reason"],
         "policy says no"
     );
     assert!(find(&recs, "tool.started", "w1").is_none());
-    assert!(sent_result(&server, "w1").contains("policy says no"));
+    assert!(server.sent_result("w1").contains("policy says no"));
 }
 
 #[test]
@@ -282,15 +266,15 @@ esac
     ]);
     run_ok(&sb, &server, &hooks_toml(None, Some(&post), ""));
     server.assert_no_violations();
-    let recs = log(&sb);
+    let recs = contract::read_checked(&sb.wal());
     let one = result(&recs, "p1")["content"].as_str().unwrap().to_string();
     assert!(one.starts_with("one\n"), "{one}");
     assert!(one.ends_with("[post_tool hook]\nlint: 2 warnings"), "{one}");
     let two = result(&recs, "p2")["content"].as_str().unwrap().to_string();
     assert!(two.ends_with("[post_tool hook]\njson says fine"), "{two}");
     assert!(!two.contains("{\"feedback\""), "{two}");
-    assert_eq!(sent_result(&server, "p1"), one);
-    assert_eq!(sent_result(&server, "p2"), two);
+    assert_eq!(server.sent_result("p1"), one);
+    assert_eq!(server.sent_result("p2"), two);
     assert_eq!(
         result(&recs, "p2")["hooks"][0],
         json!({"hook": "post_tool", "outcome": "allow", "detail": "json says fine"})
@@ -312,7 +296,7 @@ fn failing_pre_hook(body: &str, on_failure: Option<&str>) -> (Vec<Rec>, bool, St
     let out = run_ok(&sb, &server, &hooks_toml(Some(&pre), None, &extra));
     server.assert_no_violations();
     let ran = sb.ws().join("side.txt").exists();
-    (log(&sb), ran, stderr(&out))
+    (contract::read_checked(&sb.wal()), ran, stderr(&out))
 }
 
 #[test]
@@ -392,7 +376,7 @@ fn hanging_hook_is_killed_at_its_timeout_and_the_run_goes_on() {
     // An upper bound only: far below the hook's own 120 s.
     assert!(began.elapsed() < Duration::from_secs(60));
     assert!(!sb.ws().join("side.txt").exists());
-    let recs = log(&sb);
+    let recs = contract::read_checked(&sb.wal());
     let reason = find(&recs, "hook.blocked", "c1").unwrap().data["reason"]
         .as_str()
         .unwrap()
@@ -404,28 +388,9 @@ fn hanging_hook_is_killed_at_its_timeout_and_the_run_goes_on() {
     assert_eq!(recs.last().unwrap().data["status"], "completed");
 }
 
-/// A hook body that SIGKILLs the tinyagent process it runs under (found by
-/// walking up the parent chain), once.
-fn kill_agent_hook(sb: &Sandbox) -> String {
-    let marker = sb.path("killed");
-    format!(
-        r#"cat >/dev/null
-[ -e '{m}' ] && exit 0
-touch '{m}'
-p=$$
-while [ "$p" -gt 1 ]; do
-  if [ "$(cat /proc/$p/comm)" = tinyagent ]; then kill -9 "$p"; sleep 1; exit 0; fi
-  p=$(sed 's/.*) //' /proc/$p/stat | cut -d' ' -f2)
-done
-exit 0
-"#,
-        m = marker.display()
-    )
-}
-
 fn crash_in_hook(pre: bool) -> (Sandbox, MockServer) {
     let sb = Sandbox::new();
-    let killer = hook(&sb, "kill.sh", &kill_agent_hook(&sb));
+    let killer = sb.kill_agent_hook();
     let server = MockServer::start(vec![
         MockReply::tool_call("bash", json!({"command": "echo x > side.txt"})).with_ids(&["c1"]),
         MockReply::text("recovered"),
@@ -435,16 +400,9 @@ fn crash_in_hook(pre: bool) -> (Sandbox, MockServer) {
     } else {
         hooks_toml(None, Some(&killer), "")
     };
-    let out = output(sb.run_cmd_cfg(&server.base_url(), "crash in a hook", &toml));
-    assert_eq!(out.status.signal(), Some(9), "{}", stderr(&out));
+    e2e::killed(sb.run_cmd_cfg(&server.base_url(), "crash in a hook", &toml));
     assert!(sb.path("killed").exists());
     (sb, server)
-}
-
-fn resume(sb: &Sandbox) -> std::process::Output {
-    let out = output(sb.resume_cmd());
-    assert_eq!(out.status.code(), Some(0), "resume: {}", stderr(&out));
-    out
 }
 
 #[test]
@@ -453,15 +411,15 @@ fn agent_killed_in_the_pre_hook_resumes_the_call_as_not_run() {
     let before = contract::read(&sb.wal());
     assert_eq!(before.last().unwrap().kind, "model.response");
     assert!(find(&before, "tool.started", "c1").is_none());
-    let out = resume(&sb);
+    let out = sb.resume_ok();
     assert!(stderr(&out).contains("Never started"), "{}", stderr(&out));
     assert!(!sb.ws().join("side.txt").exists(), "the call ran");
-    let recs = log(&sb);
+    let recs = contract::read_checked(&sb.wal());
     assert!(find(&recs, "tool.started", "c1").is_none());
     let r = result(&recs, "c1");
     assert_eq!(r["content"], NOT_RUN);
     assert_eq!(r["interrupted"], true);
-    assert_eq!(sent_result(&server, "c1"), NOT_RUN);
+    assert_eq!(server.sent_result("c1"), NOT_RUN);
     let resume_rec = recs.iter().find(|r| r.kind == "resume").unwrap();
     assert_eq!(resume_rec.data["interrupted"], json!(["c1"]));
     assert_eq!(recs.last().unwrap().data["status"], "completed");
@@ -478,13 +436,13 @@ fn agent_killed_in_the_post_hook_resumes_the_call_as_interrupted() {
         sb.ws().join("side.txt").exists(),
         "the tool ran before the hook"
     );
-    let out = resume(&sb);
+    let out = sb.resume_ok();
     assert!(stderr(&out).contains("Interrupted"), "{}", stderr(&out));
-    let recs = log(&sb);
+    let recs = contract::read_checked(&sb.wal());
     let r = result(&recs, "c1");
     assert_eq!(r["content"], INTERRUPTED);
     assert_eq!(r["interrupted"], true);
-    assert_eq!(sent_result(&server, "c1"), INTERRUPTED);
+    assert_eq!(server.sent_result("c1"), INTERRUPTED);
     assert_eq!(
         std::fs::read_to_string(sb.ws().join("side.txt")).unwrap(),
         "x\n",
@@ -513,13 +471,13 @@ fn a_read_rerun_on_resume_goes_through_the_pre_hook() {
         MockReply::text("done"),
     ]);
     let toml = hooks_toml(Some(&pre), None, "");
-    let mut cmd = sb.run_cmd_cfg(&server.base_url(), "read it", &toml);
-    cmd.env("TINYAGENT_CRASH_AFTER", "tool.started:1");
-    let out = output(cmd);
-    assert_eq!(out.status.signal(), Some(9), "{}", stderr(&out));
+    e2e::crash_after(
+        sb.run_cmd_cfg(&server.base_url(), "read it", &toml),
+        "tool.started:1",
+    );
     std::fs::write(&flag, "").unwrap();
-    resume(&sb);
-    let recs = log(&sb);
+    sb.resume_ok();
+    let recs = contract::read_checked(&sb.wal());
     let blocked = find(&recs, "hook.blocked", "rd").expect("the re-run was blocked");
     assert!(
         blocked.data["reason"]
@@ -535,7 +493,7 @@ fn a_read_rerun_on_resume_goes_through_the_pre_hook() {
             .unwrap()
             .contains("blocked by the pre_tool hook")
     );
-    assert!(!sent_result(&server, "rd").contains("readable"));
+    assert!(!server.sent_result("rd").contains("readable"));
     server.assert_no_violations();
 }
 
@@ -550,16 +508,16 @@ fn a_read_rerun_on_resume_goes_through_the_post_hook() {
         MockReply::text("done"),
     ]);
     let toml = hooks_toml(None, Some(&post), "");
-    let mut cmd = sb.run_cmd_cfg(&server.base_url(), "read it", &toml);
-    cmd.env("TINYAGENT_CRASH_AFTER", "tool.started:1");
-    let out = output(cmd);
-    assert_eq!(out.status.signal(), Some(9), "{}", stderr(&out));
-    resume(&sb);
-    let recs = log(&sb);
+    e2e::crash_after(
+        sb.run_cmd_cfg(&server.base_url(), "read it", &toml),
+        "tool.started:1",
+    );
+    sb.resume_ok();
+    let recs = contract::read_checked(&sb.wal());
     let r = result(&recs, "rd");
     assert_eq!(r["rerun"], true);
     assert_eq!(r["hooks"][0]["hook"], "post_tool");
-    let sent = sent_result(&server, "rd");
+    let sent = server.sent_result("rd");
     assert!(
         sent.contains("readable") && sent.contains("post saw it"),
         "{sent}"

@@ -30,11 +30,10 @@ fn refused_with_nothing_changed(sb: &Sandbox, cmd: Command, why: &str) {
 
 /// A run killed right after its first model response (a call pending).
 fn crashed_run(sb: &Sandbox, server: &MockServer) {
-    let mut cmd = sb.run_cmd_cfg(&server.base_url(), "refusals", "");
-    cmd.env("TINYAGENT_CRASH_AFTER", "model.response:1");
-    let out = output(cmd);
-    use std::os::unix::process::ExitStatusExt;
-    assert_eq!(out.status.signal(), Some(9), "{}", stderr(&out));
+    e2e::crash_after(
+        sb.run_cmd_cfg(&server.base_url(), "refusals", ""),
+        "model.response:1",
+    );
 }
 
 #[test]

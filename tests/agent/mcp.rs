@@ -11,11 +11,10 @@
 
 use crate::support::contract;
 use crate::support::contract::Rec;
-use crate::support::e2e::{Sandbox, bin, output, stderr};
+use crate::support::e2e::{self, Sandbox, bin, output, stderr};
 use crate::support::mock::{MockReply, MockServer};
 use crate::support::require::{mcp_server, require};
 use serde_json::{Value, json};
-use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -102,12 +101,6 @@ fn assert_no_server_left(marker: &str, when: &str) {
     }
 }
 
-fn log(sb: &Sandbox) -> Vec<Rec> {
-    let recs = contract::read(&sb.wal());
-    contract::check_write_order(&recs);
-    recs
-}
-
 fn find<'a>(recs: &'a [Rec], kind: &str, call_id: &str) -> Vec<&'a Rec> {
     recs.iter()
         .filter(|r| r.kind == kind && r.data["call_id"] == call_id)
@@ -121,50 +114,16 @@ fn result<'a>(recs: &'a [Rec], call_id: &str) -> &'a Value {
         .data
 }
 
-/// The content the model was last sent for `call_id`.
-fn sent_result(server: &MockServer, call_id: &str) -> String {
-    server
-        .recorded()
-        .last()
-        .expect("a request")
-        .tool_results()
-        .into_iter()
-        .find(|(id, _)| id == call_id)
-        .map(|(_, c)| c)
-        .unwrap_or_else(|| panic!("no result for {call_id} sent to the model"))
-}
-
 fn run_ok(sb: &Sandbox, server: &MockServer, toml: &str) -> std::process::Output {
     let out = output(sb.run_cmd_cfg(&server.base_url(), "use the MCP tools", toml));
     assert_eq!(out.status.code(), Some(0), "run failed: {}", stderr(&out));
     out
 }
 
-/// A post_tool hook that SIGKILLs the tinyagent process it runs under,
-/// once: the call has run, its result is not yet in the log.
+/// The `[hooks]` of a post_tool hook that SIGKILLs the agent once: the
+/// call has run, its result is not yet in the log.
 fn kill_agent_hook(sb: &Sandbox) -> String {
-    let script = sb.path("kill.sh");
-    std::fs::write(
-        &script,
-        format!(
-            r#"cat >/dev/null
-[ -e '{m}' ] && exit 0
-touch '{m}'
-p=$$
-while [ "$p" -gt 1 ]; do
-  if [ "$(cat /proc/$p/comm)" = tinyagent ]; then kill -9 "$p"; sleep 1; exit 0; fi
-  p=$(sed 's/.*) //' /proc/$p/stat | cut -d' ' -f2)
-done
-exit 0
-"#,
-            m = sb.path("killed").display()
-        ),
-    )
-    .unwrap();
-    format!(
-        "[hooks]\npost_tool = {}\n",
-        toml_str(&format!("sh '{}'", script.display()))
-    )
+    format!("[hooks]\npost_tool = {}\n", toml_str(&sb.kill_agent_hook()))
 }
 
 #[test]
@@ -230,7 +189,7 @@ fn tools_are_advertised_as_the_servers_list_them() {
     assert_eq!(count("fs__"), 14);
     assert_eq!(count("mem__"), 9);
     // run.started records each tool's effect, from its readOnlyHint.
-    let recs = log(&sb);
+    let recs = contract::read_checked(&sb.wal());
     let started = &recs[0].data;
     let effect = |n: &str| {
         started["mcp_tools"]
@@ -332,7 +291,7 @@ fn calls_have_their_real_effects_through_the_hooks() {
         "written by MCP\n",
         "the filesystem server wrote the file"
     );
-    let recs = log(&sb);
+    let recs = contract::read_checked(&sb.wal());
     assert_eq!(result(&recs, "w1")["is_error"], false);
     assert!(
         result(&recs, "m1")["content"]
@@ -356,7 +315,7 @@ fn calls_have_their_real_effects_through_the_hooks() {
         "the memory server stored the entity"
     );
     // The results the model saw are the servers' answers.
-    assert_eq!(sent_result(&server, "r2"), "written by MCP\n");
+    assert_eq!(server.sent_result("r2"), "written by MCP\n");
     let env = result(&recs, "e1")["content"].as_str().unwrap().to_string();
     assert!(
         env.contains("from-config"),
@@ -406,8 +365,7 @@ fn a_mutating_call_cut_by_a_kill_is_interrupted_and_not_run_again() {
         MockReply::text("recovered"),
     ]);
     let toml = format!("{}{}", servers_toml(&sb, &s), kill_agent_hook(&sb));
-    let out = output(sb.run_cmd_cfg(&server.base_url(), "write once", &toml));
-    assert_eq!(out.status.signal(), Some(9), "{}", stderr(&out));
+    e2e::killed(sb.run_cmd_cfg(&server.base_url(), "write once", &toml));
     // The servers die with the agent.
     assert_no_server_left(&marker(&sb), "after the kill");
     let before = contract::read(&sb.wal());
@@ -416,15 +374,14 @@ fn a_mutating_call_cut_by_a_kill_is_interrupted_and_not_run_again() {
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "once\n");
     // Were the call run again, the file would come back.
     std::fs::remove_file(&file).unwrap();
-    let out = output(sb.resume_cmd());
-    assert_eq!(out.status.code(), Some(0), "resume: {}", stderr(&out));
+    sb.resume_ok();
     assert!(!file.exists(), "the interrupted MCP call was run again");
-    let recs = log(&sb);
+    let recs = contract::read_checked(&sb.wal());
     assert_eq!(find(&recs, "tool.started", "c1").len(), 1, "started twice");
     let r = result(&recs, "c1");
     assert_eq!(r["interrupted"], true);
     assert_eq!(r["content"], INTERRUPTED);
-    assert_eq!(sent_result(&server, "c1"), INTERRUPTED);
+    assert_eq!(server.sent_result("c1"), INTERRUPTED);
     assert_eq!(recs.last().unwrap().data["status"], "completed");
     server.assert_no_violations();
     assert_no_server_left(&marker(&sb), "after the resume");
@@ -447,18 +404,16 @@ fn a_read_only_call_cut_by_a_kill_is_run_again_on_resume() {
         MockReply::text("recovered"),
     ]);
     let toml = format!("{}{}", servers_toml(&sb, &s), kill_agent_hook(&sb));
-    let out = output(sb.run_cmd_cfg(&server.base_url(), "read it", &toml));
-    assert_eq!(out.status.signal(), Some(9), "{}", stderr(&out));
+    e2e::killed(sb.run_cmd_cfg(&server.base_url(), "read it", &toml));
     assert_no_server_left(&marker(&sb), "after the kill");
     // What the re-run reads is what the file holds at resume.
     std::fs::write(&file, "second\n").unwrap();
-    let out = output(sb.resume_cmd());
-    assert_eq!(out.status.code(), Some(0), "resume: {}", stderr(&out));
-    let recs = log(&sb);
+    sb.resume_ok();
+    let recs = contract::read_checked(&sb.wal());
     let r = result(&recs, "c1");
     assert_eq!(r["rerun"], true, "{r}");
     assert_eq!(r["content"], "second\n");
-    assert_eq!(sent_result(&server, "c1"), "second\n");
+    assert_eq!(server.sent_result("c1"), "second\n");
     server.assert_no_violations();
     assert_no_server_left(&marker(&sb), "after the resume");
 }
@@ -618,7 +573,7 @@ fn a_server_killed_during_a_call_gives_an_error_and_is_started_again_once() {
     kill_server(&sb, &s[2]);
     let status = wait(&mut child, Duration::from_secs(60));
     assert_eq!(status.code(), Some(0));
-    let recs = log(&sb);
+    let recs = contract::read_checked(&sb.wal());
     let r1 = result(&recs, "c1");
     assert_eq!(r1["is_error"], true);
     let text = r1["content"].as_str().unwrap();
@@ -759,7 +714,7 @@ fn sigint_during_an_mcp_call_abandons_it_and_stops_the_servers() {
         started.elapsed() < Duration::from_secs(20),
         "the 60 s call was not abandoned"
     );
-    let recs = log(&sb);
+    let recs = contract::read_checked(&sb.wal());
     let r = result(&recs, "c1");
     assert_eq!(r["interrupted"], true);
     assert_eq!(r["signal"], "SIGINT");
@@ -775,7 +730,7 @@ fn sigint_during_an_mcp_call_abandons_it_and_stops_the_servers() {
     // Resume carries on without running the call again.
     let out = output(sb.resume_cmd());
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let recs = log(&sb);
+    let recs = contract::read_checked(&sb.wal());
     assert_eq!(find(&recs, "tool.started", "c1").len(), 1);
     assert_eq!(recs.last().unwrap().data["status"], "completed");
     assert_no_server_left(&marker(&sb), "after the resume");
@@ -870,7 +825,7 @@ fn in_the_sandbox_the_servers_run_confined_like_every_command() {
     );
     // ... the rest of the machine is not: the memory server's file lies
     // outside the workspace, so its write fails and nothing appears there.
-    let recs = log(&sb);
+    let recs = contract::read_checked(&sb.wal());
     let m1 = result(&recs, "m1");
     assert_eq!(m1["is_error"], true, "{m1}");
     assert!(
@@ -978,7 +933,7 @@ fn a_call_the_server_never_answers_times_out_and_the_run_goes_on() {
     // Two calls waited their 2 s each, and nothing waited much longer.
     assert!(took >= Duration::from_secs(4), "{took:?}");
     assert!(took < Duration::from_secs(60), "{took:?}");
-    let recs = log(&sb);
+    let recs = contract::read_checked(&sb.wal());
 
     // The first silence: an error result naming the timeout; the server
     // is stopped and started again for the next call, which it answers.
@@ -987,7 +942,7 @@ fn a_call_the_server_never_answers_times_out_and_the_run_goes_on() {
     assert!(t1.contains("timed out after 2 s"), "{t1}");
     assert!(t1.contains("mcp.servers.bad.timeout_s"), "{t1}");
     assert!(t1.contains("started again for the next call"), "{t1}");
-    assert_eq!(sent_result(&server, "t1"), t1);
+    assert_eq!(server.sent_result("t1"), t1);
     assert_eq!(result(&recs, "t2")["is_error"], false);
     assert_eq!(content(&recs, "t2"), "pong");
 
@@ -1064,13 +1019,13 @@ fn a_reply_over_16_mib_is_refused_with_memory_bounded_and_the_run_goes_on() {
         "the agent's peak memory grew by {grew} bytes (from {before}) for a 40 MB reply"
     );
 
-    let recs = log(&sb);
+    let recs = contract::read_checked(&sb.wal());
     assert_eq!(result(&recs, "h1")["is_error"], true);
     let h1 = content(&recs, "h1");
     assert!(h1.contains("exceeded 16 MiB"), "{h1}");
     assert!(h1.contains("started again for the next call"), "{h1}");
     assert!(h1.len() < 2000, "{} bytes", h1.len());
-    assert_eq!(sent_result(&server, "h1"), h1);
+    assert_eq!(server.sent_result("h1"), h1);
     assert_eq!(result(&recs, "h2")["is_error"], false);
     assert_eq!(content(&recs, "h2"), "pong");
     assert_eq!(recs.last().unwrap().data["status"], "completed");
@@ -1164,7 +1119,7 @@ fn in_the_sandbox_a_server_kept_under_tmp_sees_its_own_files_read_only() {
         MockReply::text("done"),
     ]);
     run_ok(&sb, &server, &toml);
-    let recs = log(&sb);
+    let recs = contract::read_checked(&sb.wal());
     for id in ["w1", "l1", "m1", "e1"] {
         assert_eq!(
             result(&recs, id)["is_error"],

@@ -23,11 +23,8 @@ fn run_ok(mut cmd: std::process::Command, extra: &[&str]) -> std::process::Outpu
     out
 }
 
-fn crash(mut cmd: std::process::Command, point: &str) {
-    cmd.env("TINYAGENT_CRASH_AFTER", point);
-    let out = output(cmd);
-    use std::os::unix::process::ExitStatusExt;
-    assert_eq!(out.status.signal(), Some(9), "{}", stderr(&out));
+fn crash(cmd: std::process::Command, point: &str) {
+    e2e::crash_after(cmd, point);
 }
 
 const V1: &str = "[>] 1 look around\n[ ] 2 write the fix\nnote: starting";

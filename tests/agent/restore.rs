@@ -6,7 +6,7 @@
 //! byte for byte.
 
 use crate::support::contract;
-use crate::support::e2e::{Sandbox, bin, output, stderr, tree_state};
+use crate::support::e2e::{Sandbox, bin, ok, output, stderr, tree_state};
 use crate::support::mock::{MockReply, MockServer};
 use crate::support::require::{self, require};
 use serde_json::json;
@@ -14,18 +14,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 fn tinyagent(sb: &Sandbox, dir: &Path, args: &[&str]) -> std::process::Output {
-    let mut c = Command::new(bin());
-    c.current_dir(dir)
-        .args(args)
-        .env("TINYAGENT_HOME", sb.home())
-        .env("XDG_CONFIG_HOME", sb.config_home())
-        .stdin(Stdio::null());
-    output(c)
-}
-
-fn ok(o: &std::process::Output) -> String {
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(o));
-    String::from_utf8_lossy(&o.stdout).into_owned()
+    output(sb.command(dir, args))
 }
 
 /// A run of two steps: step 1 writes `a.txt`; step 2 rewrites it, creates

@@ -81,17 +81,6 @@ fn check_requests(before: &Value, after: &Value, results: &[(&str, &str)], assis
     assert_eq!(a.len(), i + 1, "nothing else was added");
 }
 
-fn resume_ok(sb: &Sandbox) -> std::process::Output {
-    let out = output(sb.resume_cmd());
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "resume failed: {}",
-        stderr(&out)
-    );
-    out
-}
-
 #[test]
 fn crash_after_model_response_gives_not_run_results() {
     let sb = Sandbox::new();
@@ -107,7 +96,7 @@ fn crash_after_model_response_gives_not_run_results() {
     ]);
     crash_after(&sb, &server.base_url(), "model.response:2");
     assert_eq!(server.request_count(), 2);
-    let out = resume_ok(&sb);
+    let out = sb.resume_ok();
     assert!(stderr(&out).contains("Never started"), "{}", stderr(&out));
     server.assert_no_violations();
     assert!(!sb.ws().join("never.txt").exists() && !sb.ws().join("never2.txt").exists());
@@ -141,7 +130,7 @@ fn crash_between_results_and_before_step_saved() {
             MockReply::text("done"),
         ]);
         crash_after(&sb, &server.base_url(), point);
-        resume_ok(&sb);
+        sb.resume_ok();
         server.assert_no_violations();
         let reqs = server.requests();
         let side = std::fs::read_to_string(sb.ws().join("side.txt")).unwrap();
@@ -192,7 +181,7 @@ fn kill_9_during_a_long_bash_call_loses_nothing() {
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     let _ = Command::new("pkill").args(["-f", "sleep 29.75"]).status();
-    let out = resume_ok(&sb);
+    let out = sb.resume_ok();
     assert!(stderr(&out).contains("long"), "{}", stderr(&out));
     server.assert_no_violations();
     let reqs = server.requests();
@@ -235,7 +224,7 @@ fn crash_during_the_model_call_redoes_the_step() {
     wait_until("the second request", || server.request_count() == 2);
     child.kill().unwrap();
     child.wait().unwrap();
-    resume_ok(&sb);
+    sb.resume_ok();
     let reqs = server.requests();
     assert_eq!(reqs.len(), 3);
     check_requests(&reqs[1], &reqs[2], &[], false);
@@ -264,7 +253,7 @@ fn read_only_calls_are_rerun_on_resume() {
     ]);
     // The read had started (its tool.started is durable) when the agent died.
     crash_after(&sb, &server.base_url(), "tool.started:1");
-    let out = resume_ok(&sb);
+    let out = sb.resume_ok();
     assert!(stderr(&out).contains("re-run"), "{}", stderr(&out));
     let reqs = server.requests();
     let after = reqs[1]["messages"].as_array().unwrap();
@@ -284,7 +273,7 @@ fn a_read_that_never_started_is_not_rerun() {
         MockReply::text("done"),
     ]);
     crash_after(&sb, &server.base_url(), "model.response:1");
-    resume_ok(&sb);
+    sb.resume_ok();
     let reqs = server.requests();
     let after = reqs[1]["messages"].as_array().unwrap();
     let rd = after.iter().find(|m| m["tool_call_id"] == "rd").unwrap();
@@ -466,16 +455,14 @@ fn crash_during_a_snapshot_write_falls_back_and_finishes() {
     let mut cmd = sb.run_cmd(&server.base_url(), "snapshots");
     cmd.args(["--snapshot-every", "3"])
         .env("TINYAGENT_CRASH_IN_SNAPSHOT", "3");
-    let out = output(cmd);
-    use std::os::unix::process::ExitStatusExt;
-    assert_eq!(out.status.signal(), Some(9), "{}", stderr(&out));
+    e2e::killed(cmd);
     // The interrupted snapshot left its temp file; an older snapshot exists.
     let names: Vec<String> = std::fs::read_dir(sb.dir.path())
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     assert!(names.iter().any(|n| n == "run.wal.snapshot"), "{names:?}");
-    resume_ok(&sb);
+    sb.resume_ok();
     server.assert_no_violations();
     let recs = check_log(&sb);
     assert_eq!(recs.last().unwrap().data["status"], "completed");
@@ -602,7 +589,7 @@ fn the_notice_names_the_running_call_when_ids_repeat_across_steps() {
     });
     child.kill().unwrap();
     child.wait().unwrap();
-    resume_ok(&sb);
+    sb.resume_ok();
     let reqs = server.requests();
     let notice = reqs.last().unwrap()["messages"]
         .as_array()

@@ -33,20 +33,6 @@ fn bwrap_works(sb: &Sandbox, test: &str) -> bool {
     require("bwrap", test, require::bwrap(&sb.ws(), false)).is_some()
 }
 
-fn log(sb: &Sandbox) -> Vec<Rec> {
-    let recs = contract::read(&sb.wal());
-    contract::check_write_order(&recs);
-    recs
-}
-
-fn content(recs: &[Rec], call_id: &str) -> String {
-    recs.iter()
-        .find(|r| r.kind == "tool.result" && r.data["call_id"] == call_id)
-        .and_then(|r| r.data["content"].as_str())
-        .unwrap_or_else(|| panic!("no result for {call_id}"))
-        .to_string()
-}
-
 /// A loopback listener that does not block on accept.
 fn listener() -> (TcpListener, u16) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -101,8 +87,8 @@ fn sandbox_keeps_writes_in_the_workspace_and_refuses_the_network() {
     let out = output(sb.run_cmd_cfg(&server.base_url(), "stay inside", SANDBOX));
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     server.assert_no_violations();
-    let recs = log(&sb);
-    let outside = content(&recs, "out");
+    let recs = contract::read_checked(&sb.wal());
+    let outside = contract::result_content(&recs, "out");
     assert!(outside.contains("refused-outside"), "{outside}");
     assert!(
         outside.contains("Read-only file system") || outside.contains("No such file or directory"),
@@ -113,19 +99,19 @@ fn sandbox_keeps_writes_in_the_workspace_and_refuses_the_network() {
         !beside.exists(),
         "a write beside the workspace reached the host"
     );
-    let net = content(&recs, "net");
+    let net = contract::result_content(&recs, "net");
     assert!(net.contains("net-refused"), "{net}");
     match l.accept() {
         Err(e) if e.kind() == ErrorKind::WouldBlock => {}
         other => panic!("the sandbox reached the host's loopback: {other:?}"),
     }
-    assert!(content(&recs, "ws").contains("wrote-ws"));
+    assert!(contract::result_content(&recs, "ws").contains("wrote-ws"));
     assert_eq!(
         std::fs::read_to_string(sb.ws().join("made.txt")).unwrap(),
         "inside\n"
     );
     // The file tools keep to the same boundary.
-    assert!(content(&recs, "wout").contains("escapes the workspace"));
+    assert!(contract::result_content(&recs, "wout").contains("escapes the workspace"));
     assert!(!host_dir.path().join("by-write.txt").exists());
     let settings = &recs[0].data["settings"];
     assert_eq!(settings["env"], "sandbox");
@@ -155,8 +141,8 @@ fn network_on_reaches_the_host_loopback() {
     ]);
     let out = output(sb.run_cmd_cfg(&server.base_url(), "reach out", SANDBOX_NET));
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let recs = log(&sb);
-    assert!(content(&recs, "net").contains("net-connected"));
+    let recs = contract::read_checked(&sb.wal());
+    assert!(contract::result_content(&recs, "net").contains("net-connected"));
     assert!(l.accept().is_ok(), "the connection arrived");
     assert_eq!(recs[0].data["settings"]["network"], true);
 }
@@ -241,9 +227,9 @@ fn background_process_in_the_sandbox_is_reported_on_resume() {
     let out = output(cmd);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     server.assert_no_violations();
-    let recs = log(&sb);
+    let recs = contract::read_checked(&sb.wal());
     assert_eq!(
-        content(&recs, "long"),
+        contract::result_content(&recs, "long"),
         "[interrupted: tool did not complete before the agent stopped; it may have partially run — verify state before retrying]"
     );
     let resume = recs.iter().find(|r| r.kind == "resume").unwrap();
@@ -377,7 +363,7 @@ fn the_runs_own_files_in_the_workspace_are_out_of_the_sandboxs_reach() {
     let recs = contract::read(&wal);
     contract::check_write_order(&recs);
     for (i, a) in attacks.iter().enumerate() {
-        let got = content(&recs, &format!("a{i}"));
+        let got = contract::result_content(&recs, &format!("a{i}"));
         assert!(got.contains("KEPT-OUT"), "{a}: {got}");
         assert!(!got.contains("GOT-IN"), "{a}: {got}");
     }
@@ -475,7 +461,7 @@ fn the_agent_is_not_visible_from_the_sandbox() {
         let agent_pid = child.id();
         let out = child.wait_with_output().unwrap();
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-        let seen = content(&log(&sb), "probe");
+        let seen = contract::result_content(&contract::read_checked(&sb.wal()), "probe");
         std::fs::remove_file(sb.wal()).unwrap();
         (agent_pid, seen)
     };

@@ -86,27 +86,22 @@ impl Scene {
         let home = self.sb.path("evil-home");
         let gitconfig = home.join(".gitconfig");
         let touch = format!("touch {}; cat", self.marker.display());
-        let mut c = Command::new(bin());
         // A fork restores where the person is: in the workspace.
         let fork = args.first().is_some_and(|a| a.as_ref() == "fork");
-        c.current_dir(if fork {
+        let dir = if fork {
             self.sb.ws()
         } else {
             self.sb.dir.path().to_path_buf()
-        })
-        .args(args)
-        .env_remove("OPENAI_API_KEY")
-        .env("TINYAGENT_HOME", self.sb.home())
-        .env("XDG_CONFIG_HOME", self.sb.config_home())
-        .env("HOME", &home)
-        .env("GIT_CONFIG_GLOBAL", &gitconfig)
-        .env("GIT_CONFIG_SYSTEM", &gitconfig)
-        .env("GIT_CONFIG_COUNT", "2")
-        .env("GIT_CONFIG_KEY_0", "filter.evil.clean")
-        .env("GIT_CONFIG_VALUE_0", &touch)
-        .env("GIT_CONFIG_KEY_1", "filter.evil.smudge")
-        .env("GIT_CONFIG_VALUE_1", &touch)
-        .stdin(Stdio::null());
+        };
+        let mut c = self.sb.command(&dir, args);
+        c.env("HOME", &home)
+            .env("GIT_CONFIG_GLOBAL", &gitconfig)
+            .env("GIT_CONFIG_SYSTEM", &gitconfig)
+            .env("GIT_CONFIG_COUNT", "2")
+            .env("GIT_CONFIG_KEY_0", "filter.evil.clean")
+            .env("GIT_CONFIG_VALUE_0", &touch)
+            .env("GIT_CONFIG_KEY_1", "filter.evil.smudge")
+            .env("GIT_CONFIG_VALUE_1", &touch);
         c.output().expect("run tinyagent")
     }
 
@@ -124,6 +119,36 @@ impl Scene {
             ws.as_os_str(),
             OsStr::new("change two files"),
         ])
+    }
+
+    /// `resume WAL --message "go on"`.
+    fn resume(&self, wal: &Path) -> Output {
+        self.ta(&[
+            OsStr::new("resume"),
+            wal.as_os_str(),
+            OsStr::new("--message"),
+            OsStr::new("go on"),
+        ])
+    }
+
+    /// `log diff WAL`.
+    fn diff(&self, wal: &Path) -> Output {
+        self.ta(&[OsStr::new("log"), OsStr::new("diff"), wal.as_os_str()])
+    }
+
+    /// `fork WAL --at 1 --restore`, into the log `out` when given.
+    fn fork_restore(&self, wal: &Path, out: Option<&Path>) -> Output {
+        let mut args = vec![
+            OsStr::new("fork"),
+            wal.as_os_str(),
+            OsStr::new("--at"),
+            OsStr::new("1"),
+            OsStr::new("--restore"),
+        ];
+        if let Some(out) = out {
+            args.extend([OsStr::new("-o"), out.as_os_str()]);
+        }
+        self.ta(&args)
     }
 
     fn assert_no_marker(&self, what: &str) {
@@ -240,31 +265,18 @@ fn outside_git_settings_and_workspace_attributes_never_run_a_filter() {
     ok(&s.run(&wal), "run");
     s.assert_no_marker("run");
     assert_eq!(std::fs::read(s.sb.ws().join("a.txt")).unwrap(), b"two\n");
-    let diff = s.ta(&[OsStr::new("log"), OsStr::new("diff"), wal.as_os_str()]);
+    let diff = s.diff(&wal);
     ok(&diff, "log diff");
     assert!(String::from_utf8_lossy(&diff.stdout).contains("+two"));
     s.assert_no_marker("log diff");
     let fork = s.sb.path("f.wal");
-    let out = s.ta(&[
-        OsStr::new("fork"),
-        wal.as_os_str(),
-        OsStr::new("--at"),
-        OsStr::new("1"),
-        OsStr::new("--restore"),
-        OsStr::new("-o"),
-        fork.as_os_str(),
-    ]);
+    let out = s.fork_restore(&wal, Some(&fork));
     ok(&out, "fork --restore");
     s.assert_no_marker("fork --restore");
     // The restore really ran git on the workspace.
     assert_eq!(std::fs::read(s.sb.ws().join("a.txt")).unwrap(), b"one\n");
     assert!(!s.sb.ws().join("b.txt").exists());
-    let out = s.ta(&[
-        OsStr::new("resume"),
-        fork.as_os_str(),
-        OsStr::new("--message"),
-        OsStr::new("go on"),
-    ]);
+    let out = s.resume(&fork);
     ok(&out, "resume");
     s.assert_no_marker("resume of the fork");
     assert_eq!(std::fs::read(s.sb.ws().join("b.txt")).unwrap(), b"b\n");
@@ -303,41 +315,22 @@ fn a_planted_store_is_refused_by_every_command_and_nothing_changes() {
     let cases: Vec<(&str, Output, PathBuf)> = vec![
         (
             "resume of the handed-over log",
-            s.ta(&[
-                OsStr::new("resume"),
-                handed.as_os_str(),
-                OsStr::new("--message"),
-                OsStr::new("go on"),
-            ]),
+            s.resume(&handed),
             config(&handed),
         ),
         (
             "fork --restore of the handed-over log",
-            s.ta(&[
-                OsStr::new("fork"),
-                handed.as_os_str(),
-                OsStr::new("--at"),
-                OsStr::new("1"),
-                OsStr::new("--restore"),
-            ]),
+            s.fork_restore(&handed, None),
             config(&handed),
         ),
         (
             "log diff of the handed-over log",
-            s.ta(&[OsStr::new("log"), OsStr::new("diff"), handed.as_os_str()]),
+            s.diff(&handed),
             config(&handed),
         ),
         (
             "fork --restore -o X.wal with X.wal.d planted",
-            s.ta(&[
-                OsStr::new("fork"),
-                wal.as_os_str(),
-                OsStr::new("--at"),
-                OsStr::new("1"),
-                OsStr::new("--restore"),
-                OsStr::new("-o"),
-                fork_wal.as_os_str(),
-            ]),
+            s.fork_restore(&wal, Some(&fork_wal)),
             config(&fork_wal),
         ),
         ("run into a planted .d", s.run(&run_wal), config(&run_wal)),
@@ -395,46 +388,27 @@ fn as_root_a_run_directory_another_user_owns_is_refused() {
     let cases: Vec<(&str, Output, PathBuf)> = vec![
         (
             "resume of a log whose .d is nobody's",
-            s.ta(&[
-                OsStr::new("resume"),
-                handed.as_os_str(),
-                OsStr::new("--message"),
-                OsStr::new("go on"),
-            ]),
+            s.resume(&handed),
             dot_d(&handed),
         ),
         (
             "log diff of a log whose .d is nobody's",
-            s.ta(&[OsStr::new("log"), OsStr::new("diff"), handed.as_os_str()]),
+            s.diff(&handed),
             dot_d(&handed),
         ),
         (
             "fork --restore of a log whose .d is nobody's",
-            s.ta(&[
-                OsStr::new("fork"),
-                handed.as_os_str(),
-                OsStr::new("--at"),
-                OsStr::new("1"),
-                OsStr::new("--restore"),
-            ]),
+            s.fork_restore(&handed, None),
             dot_d(&handed),
         ),
         (
             "log diff with the store's config nobody's",
-            s.ta(&[OsStr::new("log"), OsStr::new("diff"), one.as_os_str()]),
+            s.diff(&one),
             dot_d(&one).join("checkpoints.git/config"),
         ),
         (
             "fork --restore -o X.wal, X.wal.d nobody's",
-            s.ta(&[
-                OsStr::new("fork"),
-                wal.as_os_str(),
-                OsStr::new("--at"),
-                OsStr::new("1"),
-                OsStr::new("--restore"),
-                OsStr::new("-o"),
-                fork_wal.as_os_str(),
-            ]),
+            s.fork_restore(&wal, Some(&fork_wal)),
             dot_d(&fork_wal),
         ),
         (

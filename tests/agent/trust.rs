@@ -11,11 +11,10 @@ use serde_json::json;
 use std::process::Command;
 
 fn crashed_run(sb: &Sandbox, server: &MockServer, toml: &str) {
-    let mut cmd = sb.run_cmd_cfg(&server.base_url(), "trust", toml);
-    cmd.env("TINYAGENT_CRASH_AFTER", "model.response:1");
-    let out = output(cmd);
-    use std::os::unix::process::ExitStatusExt;
-    assert_eq!(out.status.signal(), Some(9), "{}", stderr(&out));
+    e2e::crash_after(
+        sb.run_cmd_cfg(&server.base_url(), "trust", toml),
+        "model.response:1",
+    );
 }
 
 #[test]
@@ -344,11 +343,8 @@ fn a_log_forged_to_name_another_server_does_not_get_the_key() {
     let server = MockServer::start(vec![MockReply::text("hi"), MockReply::text("resumed")]);
     let evil = MockServer::start(vec![MockReply::text("thanks for the key")]);
     let mut cmd = sb.run_cmd(&server.base_url(), "trust");
-    cmd.env("OPENAI_API_KEY", "sk-test-forged-url")
-        .env("TINYAGENT_CRASH_AFTER", "model.response:1");
-    let out = output(cmd);
-    use std::os::unix::process::ExitStatusExt;
-    assert_eq!(out.status.signal(), Some(9), "{}", stderr(&out));
+    cmd.env("OPENAI_API_KEY", "sk-test-forged-url");
+    e2e::crash_after(cmd, "model.response:1");
     let home_file = sb.home().join("endpoints");
     assert!(
         std::fs::read_to_string(&home_file)

@@ -7,22 +7,17 @@
 //! ancestor of either. Every refusal is exit 2 with nothing changed on disk.
 
 use crate::restore::two_steps;
-use crate::support::e2e::{Sandbox, bin, forge_run_started, output, stderr, tree_state};
+use crate::support::e2e::{Sandbox, forge_run_started, output, stderr, tree_state};
 use crate::support::mock::{MockReply, MockServer};
 use crate::support::require::{self, require};
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 /// `tinyagent ARGS` in `dir` with `home` as `$TINYAGENT_HOME` (a home
 /// other than the run's stands for a machine that never ran it).
 fn cmd(sb: &Sandbox, home: &Path, dir: &Path, args: &[&str]) -> Command {
-    let mut c = Command::new(bin());
-    c.current_dir(dir)
-        .args(args)
-        .env_remove("OPENAI_API_KEY")
-        .env("TINYAGENT_HOME", home)
-        .env("XDG_CONFIG_HOME", sb.config_home())
-        .stdin(Stdio::null());
+    let mut c = sb.command(dir, args);
+    c.env("TINYAGENT_HOME", home);
     c
 }
 

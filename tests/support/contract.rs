@@ -205,6 +205,16 @@ pub fn read_checked(wal: &Path) -> Vec<Rec> {
     recs
 }
 
+/// The content of `call_id`'s first `tool.result` (the test fails when
+/// there is none).
+pub fn result_content(recs: &[Rec], call_id: &str) -> String {
+    recs.iter()
+        .find(|r| r.kind == "tool.result" && r.data["call_id"] == call_id)
+        .and_then(|r| r.data["content"].as_str())
+        .unwrap_or_else(|| panic!("no result for {call_id}"))
+        .to_string()
+}
+
 /// The records of one kind, in log order.
 pub fn of_kind<'a>(recs: &'a [Rec], kind: &str) -> Vec<&'a Rec> {
     recs.iter().filter(|r| r.kind == kind).collect()

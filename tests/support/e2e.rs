@@ -1,6 +1,7 @@
 //! Helpers for end-to-end tests of the real binary.
 
 use serde_json::Value;
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
@@ -58,37 +59,91 @@ impl Sandbox {
     }
     /// [`Sandbox::run_cmd_cfg`] writing to another log.
     pub fn run_cmd_wal(&self, base_url: &str, task: &str, toml: &str, wal: &Path) -> Command {
-        let mut c = Command::new(bin());
-        c.current_dir(self.dir.path())
-            .arg("run")
-            .arg("--base-url")
-            .arg(base_url)
-            .arg("--model")
-            .arg("test-model")
-            .arg("--wal")
+        let mut c = self.command(self.dir.path(), ["run", "--base-url", base_url]);
+        c.args(["--model", "test-model", "--wal"])
             .arg(wal)
             .arg("--cwd")
             .arg(self.ws())
             .arg("--config")
             .arg(self.fast_config(toml))
-            .arg(task)
-            .env_remove("OPENAI_API_KEY")
-            .env("TINYAGENT_HOME", self.home())
-            .env("XDG_CONFIG_HOME", self.config_home())
-            .stdin(Stdio::null());
+            .arg(task);
         c
     }
     pub fn resume_cmd(&self) -> Command {
+        let mut c = self.command(self.dir.path(), ["resume"]);
+        c.arg(self.wal());
+        c
+    }
+    /// `resume` of this sandbox's log, which must end with exit 0.
+    pub fn resume_ok(&self) -> Output {
+        let out = output(self.resume_cmd());
+        assert_eq!(out.status.code(), Some(0), "resume: {}", stderr(&out));
+        out
+    }
+    /// `tinyagent ARGS` run in `dir`: this sandbox's `TINYAGENT_HOME` and
+    /// `XDG_CONFIG_HOME`, no API key from the environment, stdin closed.
+    /// Every command of a test that needs no more is built here.
+    pub fn command<S: AsRef<OsStr>>(
+        &self,
+        dir: &Path,
+        args: impl IntoIterator<Item = S>,
+    ) -> Command {
         let mut c = Command::new(bin());
-        c.current_dir(self.dir.path())
-            .arg("resume")
-            .arg(self.wal())
+        c.current_dir(dir)
+            .args(args)
             .env_remove("OPENAI_API_KEY")
             .env("TINYAGENT_HOME", self.home())
             .env("XDG_CONFIG_HOME", self.config_home())
             .stdin(Stdio::null());
         c
     }
+    /// A hook command (for `pre_tool` or `post_tool`) that SIGKILLs the
+    /// tinyagent process it runs under (found by walking up the parent
+    /// chain), the first time only: it leaves `killed` in the sandbox,
+    /// and does nothing once that is there.
+    pub fn kill_agent_hook(&self) -> String {
+        let script = self.path("kill.sh");
+        std::fs::write(
+            &script,
+            format!(
+                r#"cat >/dev/null
+[ -e '{m}' ] && exit 0
+touch '{m}'
+p=$$
+while [ "$p" -gt 1 ]; do
+  if [ "$(cat /proc/$p/comm)" = tinyagent ]; then kill -9 "$p"; sleep 1; exit 0; fi
+  p=$(sed 's/.*) //' /proc/$p/stat | cut -d' ' -f2)
+done
+exit 0
+"#,
+                m = self.path("killed").display()
+            ),
+        )
+        .expect("kill hook");
+        format!("sh '{}'", script.display())
+    }
+}
+
+/// Runs `c`, which must die of SIGKILL (a kill hook, a crash seam), and
+/// returns its output.
+pub fn killed(c: Command) -> Output {
+    use std::os::unix::process::ExitStatusExt;
+    let out = output(c);
+    assert_eq!(out.status.signal(), Some(9), "{}", stderr(&out));
+    out
+}
+
+/// Runs `c` with the crash seam `TINYAGENT_CRASH_AFTER` set to `point`
+/// (`model.response:1`): it must die of SIGKILL there.
+pub fn crash_after(mut c: Command, point: &str) -> Output {
+    c.env("TINYAGENT_CRASH_AFTER", point);
+    killed(c)
+}
+
+/// The exit code 0 of `o` (stderr shown otherwise), and its stdout.
+pub fn ok(o: &Output) -> String {
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(o));
+    String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
 /// Runs and returns the output (never panics on a non-zero exit).

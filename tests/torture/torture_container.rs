@@ -24,7 +24,7 @@ use crate::support::mock::{MockReply, MockServer, RecordedRequest};
 use crate::support::require::{self, require};
 use crate::support::torture;
 use crate::support::torture::driver::{Ending, kill_at};
-use crate::support::torture::host::{self, decoys, started_unfinished};
+use crate::support::torture::host::{self, decoys, effects_after_resumes, started_unfinished};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
@@ -149,33 +149,11 @@ fn round(seed: u64, kills: u64) -> Tally {
     }
     std::thread::sleep(Duration::from_millis(900));
     let effects = std::fs::read_to_string(c.ws().join("effects.txt")).unwrap_or_default();
-    let mut at: BTreeMap<String, Vec<u128>> = BTreeMap::new();
-    for line in effects.lines() {
-        let mut parts = line.split_whitespace();
-        if let (Some(id), Some(ts)) = (parts.next(), parts.next().and_then(|s| s.parse().ok())) {
-            at.entry(id.to_string()).or_default().push(ts);
-        }
-    }
     let asked = ASKED
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .clone();
-    for (resumed_at, open) in &resumes {
-        let told = asked
-            .iter()
-            .copied()
-            .filter(|a| a > resumed_at)
-            .min()
-            .unwrap_or(u128::MAX);
-        for id in open {
-            for &ts in at.get(id).into_iter().flatten() {
-                if ts > told {
-                    t.late_effects += 1;
-                    eprintln!("late side effect of {id}: {ts} > first request at {told}");
-                }
-            }
-        }
-    }
+    t.late_effects = effects_after_resumes(&effects, &resumes, &asked).0;
     let recs = contract::read(&c.wal());
     contract::check_write_order(&recs);
     assert_eq!(recs.last().unwrap().data["status"], "completed");

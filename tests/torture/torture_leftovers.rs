@@ -26,7 +26,7 @@ use crate::support::torture;
 use crate::support::torture::driver::{
     Ending, attempt_stderr, clear_log, has_record, kill_at, to_files,
 };
-use crate::support::torture::host::{self, decoys, started_unfinished};
+use crate::support::torture::host::{self, decoys, effects_after_resumes, started_unfinished};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -134,37 +134,11 @@ fn round(seed: u64, kills: u64) -> Tally {
     // Past every sleep: a leftover that was not stopped would act now.
     std::thread::sleep(Duration::from_millis(900));
     let effects = std::fs::read_to_string(sb.ws().join("effects.txt")).unwrap_or_default();
-    let mut at: BTreeMap<String, Vec<u128>> = BTreeMap::new();
-    for line in effects.lines() {
-        let mut parts = line.split_whitespace();
-        if let (Some(id), Some(ts)) = (parts.next(), parts.next().and_then(|s| s.parse().ok())) {
-            at.entry(id.to_string()).or_default().push(ts);
-        }
-    }
     let asked = ASKED
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .clone();
-    for (resumed_at, open) in &resumes {
-        // The first request of this resume (or of a later one, when this one
-        // was killed before it asked).
-        let told = asked
-            .iter()
-            .copied()
-            .filter(|a| a > resumed_at)
-            .min()
-            .unwrap_or(u128::MAX);
-        for id in open {
-            for &ts in at.get(id).into_iter().flatten() {
-                if ts > told {
-                    t.late_effects += 1;
-                    eprintln!("late side effect of {id}: {ts} > first request at {told}");
-                } else if ts > *resumed_at {
-                    t.startup_effects += 1;
-                }
-            }
-        }
-    }
+    (t.late_effects, t.startup_effects) = effects_after_resumes(&effects, &resumes, &asked);
     let recs = contract::read(&sb.wal());
     contract::check_write_order(&recs);
     assert_eq!(recs.last().unwrap().data["status"], "completed");

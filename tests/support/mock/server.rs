@@ -268,6 +268,19 @@ impl MockServer {
         self.lock().settle().requests.clone()
     }
 
+    /// The content the model was sent for `call_id` in the last request
+    /// (the test fails when there is none).
+    pub fn sent_result(&self, call_id: &str) -> String {
+        self.recorded()
+            .last()
+            .expect("a request")
+            .tool_results()
+            .into_iter()
+            .find(|(id, _)| id == call_id)
+            .map(|(_, c)| c)
+            .unwrap_or_else(|| panic!("no result for {call_id} sent to the model"))
+    }
+
     /// Total time the server spent on requests, each from the last read of
     /// it off the socket to the last write of its answer (see
     /// [`super::timed`]): what a client's wait for this server costs beyond

@@ -3,7 +3,7 @@
 //! must never be stopped.
 
 use serde_json::Value;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 
 /// The complete records of a log that may end torn.
@@ -31,6 +31,49 @@ pub fn started_unfinished(wal: &std::path::Path) -> BTreeSet<String> {
         }
     }
     open
+}
+
+/// What the side effects of interrupted calls say about each resume:
+/// `effects` is the workspace's `effects.txt` (`<call id> <ns>` a line),
+/// `resumes` when each resume started and the calls the kill before it
+/// left open, `asked` when the model was asked. Returns the effects of an
+/// open call after the first request that followed its resume (a leftover
+/// that was not stopped: late) and those between the resume's start and
+/// that request (startup).
+pub fn effects_after_resumes(
+    effects: &str,
+    resumes: &[(u128, BTreeSet<String>)],
+    asked: &[u128],
+) -> (u64, u64) {
+    let mut at: BTreeMap<String, Vec<u128>> = BTreeMap::new();
+    for line in effects.lines() {
+        let mut parts = line.split_whitespace();
+        if let (Some(id), Some(ts)) = (parts.next(), parts.next().and_then(|s| s.parse().ok())) {
+            at.entry(id.to_string()).or_default().push(ts);
+        }
+    }
+    let (mut late, mut startup) = (0, 0);
+    for (resumed_at, open) in resumes {
+        // The first request of this resume (or of a later one, when this
+        // one was killed before it asked).
+        let told = asked
+            .iter()
+            .copied()
+            .filter(|a| a > resumed_at)
+            .min()
+            .unwrap_or(u128::MAX);
+        for id in open {
+            for &ts in at.get(id).into_iter().flatten() {
+                if ts > told {
+                    late += 1;
+                    eprintln!("late side effect of {id}: {ts} > first request at {told}");
+                } else if ts > *resumed_at {
+                    startup += 1;
+                }
+            }
+        }
+    }
+    (late, startup)
 }
 
 /// A process of the machine that must never be stopped: its pid and the
