@@ -72,6 +72,26 @@ impl Agent {
         (request, body)
     }
 
+    /// Asks the summarizer with `messages` (the run's tools, none of them
+    /// callable); `None` when a stop came first.
+    async fn ask_summary(
+        &self,
+        messages: crate::session::View,
+    ) -> Option<Result<crate::model::ModelReply, crate::model::ModelError>> {
+        let request = ModelRequest {
+            messages,
+            tools: self.tools.shared_specs(),
+            purpose: Purpose::Summary,
+            step: self.state().step,
+            cache_key: self.cache_key(),
+        };
+        let mut ignore = |_: &str| {};
+        tokio::select! {
+            r = self.provider.complete(&request, &mut ignore) => Some(r),
+            () = self.stop.wait() => None,
+        }
+    }
+
     /// The run's id, as the prompt cache's key.
     fn cache_key(&self) -> Option<std::sync::Arc<str>> {
         self.state()
@@ -123,25 +143,38 @@ impl Agent {
         // The run's own request (tools, system prompt, messages, the plan
         // among them), so the provider serves it from the prompt cache,
         // then the instruction.
-        let mut messages = self.state().model_messages();
+        let sent = self.state().model_messages();
         let mut instruction = String::from(SUMMARIZER_INSTRUCTION);
         if self.config.plan_enabled {
             instruction.push_str(SUMMARIZER_PLAN_NOTE);
         }
-        messages.push(Message::user(instruction));
-        let request = ModelRequest {
-            messages,
-            tools: self.tools.shared_specs(),
-            purpose: Purpose::Summary,
-            step: self.state().step,
-            cache_key: self.cache_key(),
-        };
-        let mut ignore = |_: &str| {};
-        let reply = tokio::select! {
-            r = self.provider.complete(&request, &mut ignore) => r,
+        let mut messages = sent.clone();
+        messages.push(Message::user(&instruction));
+        let Some(mut reply) = self.ask_summary(messages).await else {
             // Abandoned: the loop sees the signal and ends the run.
-            () = self.stop.wait() => return Ok(false),
+            return Ok(false);
         };
+        if reply
+            .as_ref()
+            .is_err_and(crate::model::ModelError::is_context_overflow)
+        {
+            // The run's request no longer fits the window (the overflow that
+            // brought it here): the part to be summarized alone, still the
+            // start of the run's request, with the plan in the instruction.
+            let cut = sent.len() - (view.len() - split);
+            let mut older: Vec<Message> = sent[..cut].to_vec();
+            if self.config.plan_enabled {
+                instruction.push_str(&format!(
+                    "\n\n[Current plan]\n{}",
+                    crate::session::plan::render(self.state().plan.as_ref())
+                ));
+            }
+            older.push(Message::user(instruction));
+            match self.ask_summary(older.into()).await {
+                Some(r) => reply = r,
+                None => return Ok(false),
+            }
+        }
         let reply = match reply {
             Ok(r) => r,
             Err(e) => {

@@ -58,6 +58,56 @@ fn a_context_overflow_compacts_at_once_and_asks_the_same_step_again() {
     );
 }
 
+/// The summarizer's request is the run's own, so after an overflow it
+/// does not fit either: the part to be summarized is then sent alone.
+#[test]
+fn a_summarizer_refused_for_its_size_after_an_overflow_asks_with_the_older_part_alone() {
+    let sb = Sandbox::new();
+    let server = MockServer::start(vec![
+        MockReply::tool_call("bash", json!({"command": "echo one"})),
+        MockReply::tool_call("bash", json!({"command": "echo two"})),
+        MockReply::tool_call("bash", json!({"command": "echo three"})),
+        too_long(),
+        too_long(),
+        MockReply::text("Ran echo three times."),
+        MockReply::text("All three ran."),
+    ]);
+    let out = output(sb.run_cmd_cfg(
+        &server.base_url(),
+        "run three echos",
+        "[compaction]\nkeep_recent = 2\n",
+    ));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    server.assert_no_violations();
+    let requests = server.recorded();
+    assert_eq!(requests.len(), 7);
+    // First the run's whole request and the instruction, then the older
+    // part alone: the same start, fewer messages, the instruction last.
+    let (full, older) = (&requests[4], &requests[5]);
+    assert!(full.is_summary() && older.is_summary());
+    assert_eq!(full.messages().len(), requests[3].messages().len() + 1);
+    assert!(older.messages().len() < full.messages().len());
+    let n = older.messages().len() - 1;
+    assert_eq!(&older.messages()[..n], &full.messages()[..n]);
+    let last = older.messages().last().unwrap();
+    assert!(
+        last["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("[Compaction]")
+    );
+    assert!(!requests[6].is_summary());
+    let recs = contract::read(&sb.wal());
+    contract::check_write_order(&recs);
+    let comps = of_kind(&recs, "compaction");
+    assert_eq!(comps.len(), 1);
+    assert_eq!(comps[0].data["summary"], "Ran echo three times.");
+    assert_eq!(
+        of_kind(&recs, "run.finished")[0].data["status"],
+        "completed"
+    );
+}
+
 #[test]
 fn a_task_too_long_for_the_window_ends_exit_1_naming_tokens_and_window() {
     let sb = Sandbox::new();
