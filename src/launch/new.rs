@@ -355,6 +355,9 @@ pub fn open(
     for note in &plan.notes {
         crate::report::err_line(note);
     }
+    if let Some(warning) = super::workspace::wide_warning(&plan.config.workspace) {
+        crate::report::err_line(&warning);
+    }
     // The person chose this server: a resume may send the key there.
     if let (Some(url), Ok(home)) = (&plan.config.model.base_url, home())
         && let Err(e) = super::endpoints::remember(&home, url)

@@ -138,6 +138,22 @@ fn given_dir(dir: &Path) -> Result<PathBuf, LaunchError> {
     Ok(real)
 }
 
+/// A warning for a new run whose workspace is `/`, `$HOME` or an ancestor
+/// of `$HOME`: it may start there (the person is there), but the rule
+/// above will not resume, fork or restore it there, so the person is told
+/// before anything runs.
+pub fn wide_warning(workspace: &Path) -> Option<String> {
+    let real = std::fs::canonicalize(workspace).ok()?;
+    refuse_wide(&real).err().map(|_| {
+        format!(
+            "warning: this run works in {}, which is / or your home directory (or above it): \
+             a run there cannot be resumed, forked or restored, so a crash or a stop ends it for \
+             good; start runs in a project directory",
+            real.display()
+        )
+    })
+}
+
 /// Refuses `/`, `$HOME` and every ancestor of `$HOME`: a resumed run acts
 /// there and a restore removes files, never across a whole system or home.
 fn refuse_wide(real: &Path) -> Result<(), LaunchError> {

@@ -347,3 +347,26 @@ fn a_restore_after_a_resume_from_a_bucket_acts_where_the_run_was_resumed() {
     assert_eq!(last.data["undo"], true);
     server.assert_no_violations();
 }
+
+/// A new run may start in `$HOME` (the person is there), but it could not
+/// be resumed there: it says so before anything runs, and still runs.
+#[test]
+fn a_run_started_in_home_is_told_it_cannot_be_resumed_there() {
+    let sb = Sandbox::new();
+    let server = MockServer::start(vec![MockReply::text("done"), MockReply::text("done")]);
+    // The workspace is the home directory itself.
+    let mut c = sb.run_cmd(&server.base_url(), "hello");
+    c.env("HOME", sb.ws());
+    let err = accepted(c);
+    let warning = err
+        .lines()
+        .find(|l| l.starts_with("warning: this run works in"))
+        .unwrap_or_else(|| panic!("no warning: {err}"));
+    assert!(warning.contains("cannot be resumed"), "{warning}");
+    // A project directory under the home gets no such warning.
+    std::fs::remove_file(sb.wal()).unwrap();
+    let mut c = sb.run_cmd(&server.base_url(), "hello");
+    c.env("HOME", sb.dir.path());
+    let err = accepted(c);
+    assert!(!err.contains("warning: this run works in"), "{err}");
+}
