@@ -154,9 +154,14 @@ fn kill_9_during_a_restore_from_the_bucket_then_a_rerun_restores_it_whole() {
     let whole = t0.elapsed();
     assert_eq!(tree_of(&m0.ws()), expected);
     let (mut killed, mut in_restore, mut pending) = (0, 0, 0);
+    // How long the latest whole resume took: the first one, timed on a
+    // cold start, can be several times slower than the next ones on a
+    // loaded machine, and kills drawn from its length would all come late.
+    let mut recent = whole;
     for round in 1..=rounds {
         let m = Sandbox::new();
         let wal = m.home().join("runs").join(format!("{run_id}.wal"));
+        let started = Instant::now();
         let mut child = resume_cmd(&m, w, &run_url, round).spawn().unwrap();
         let ending = if round % 2 == 0 {
             // Once the log's directory is in place: the restore is next.
@@ -169,9 +174,10 @@ fn kill_9_during_a_restore_from_the_bucket_then_a_rerun_restores_it_whole() {
                 std::thread::sleep(Duration::from_millis(2));
             }
             in_restore += 1;
-            kill_at(&mut child, Duration::from_millis(rng.u64(0..800)))
+            let ms = u64::try_from(recent.as_millis() / 2).unwrap().clamp(1, 800);
+            kill_at(&mut child, Duration::from_millis(rng.u64(0..ms)))
         } else {
-            let ms = u64::try_from(whole.as_millis()).unwrap();
+            let ms = u64::try_from(recent.as_millis()).unwrap();
             kill_at(&mut child, Duration::from_millis(rng.u64(0..ms.max(1))))
         };
         if matches!(ending, Ending::Killed) {
@@ -180,6 +186,10 @@ fn kill_9_during_a_restore_from_the_bucket_then_a_rerun_restores_it_whole() {
             if exists(&intent) {
                 pending += 1;
             }
+        } else {
+            // It finished before its kill: a whole resume, as long as
+            // resumes take now; the next kills are drawn from that.
+            recent = started.elapsed().max(Duration::from_millis(50));
         }
         // The same command again, on the same machine, finishes the job.
         let rerun = resume_cmd(&m, w, &run_url, round).spawn().unwrap();
