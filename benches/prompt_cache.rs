@@ -36,7 +36,7 @@ mod support {
 }
 
 use criterion::Criterion;
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -159,14 +159,8 @@ fn llama(steps: u64) {
     for api in Api::ALL {
         let llama = std::sync::Arc::clone(&server);
         let proxy = script(api, move |req| {
-            let mut body = req.body.clone();
-            let obj = body.as_object_mut().unwrap();
-            obj.remove("stream");
-            match api {
-                Api::Responses => obj.insert("max_output_tokens".into(), json!(16)),
-                _ => obj.insert("max_tokens".into(), json!(1)),
-            };
-            llama.post(&req.path, &body).expect("llama-server answers")["usage"].clone()
+            let (path, body) = support::cache::one_token(api, req);
+            llama.post(&path, &body).expect("llama-server answers")["usage"].clone()
         });
         let (_, usages) = session(api, &proxy, "", steps);
         let n = |u: &Value, k: &str| u[k].as_u64().unwrap_or(0);

@@ -45,14 +45,6 @@ struct Side {
     native: fn() -> Value,
 }
 
-/// A summarizer request: the step's own request with `tool_choice` none
-/// (Chat and Responses `"none"`, Anthropic `{"type": "none"}`), or one
-/// with no tools.
-fn is_summary(req: &RecordedRequest) -> bool {
-    let choice = &req.body["tool_choice"];
-    !req.has_tools() || choice == "none" || choice["type"] == "none"
-}
-
 /// A scripted server for `side`: a request that breaks the provider's rule
 /// gets the 400 the real API sends, a summarizer request gets a summary,
 /// any other the next reply of `replies`.
@@ -74,7 +66,7 @@ fn strict(side: &Side, replies: Vec<MockReply>) -> (MockServer, Arc<Mutex<Vec<St
                     .to_string(),
             };
         }
-        if is_summary(req) {
+        if req.is_summary() {
             return text("Summary: the files were listed; a long sleep was running.");
         }
         queue
@@ -165,7 +157,7 @@ fn journey(side: &Side) {
     assert_eq!(requests.len(), 6, "{requests:#?}");
     let summaries: Vec<usize> = requests
         .iter()
-        .filter(|r| is_summary(r))
+        .filter(|r| r.is_summary())
         .map(|r| r.index)
         .collect();
     assert_eq!(summaries, [3, 5]);

@@ -14,9 +14,9 @@ use crate::support::cache::*;
 use crate::support::contract::{self, of_kind};
 use crate::support::e2e::{Sandbox, output, stderr};
 use crate::support::llama::{self, Llama};
-use crate::support::mock::{MockServer, RecordedRequest};
+use crate::support::mock::MockServer;
 use crate::support::require::require;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// Runs the scripted session against `api` with `toml` added to the
 /// config; returns the requests' bodies and the run's log.
@@ -261,20 +261,6 @@ fn project_guide() -> String {
         ));
     }
     s
-}
-
-/// The request a proxy sends llama.cpp for `req`: the same prompt, one
-/// token of answer (what is measured is the prompt), no stream.
-fn one_token(api: Api, req: &RecordedRequest) -> (String, Value) {
-    let mut body = req.body.clone();
-    let obj = body.as_object_mut().unwrap();
-    obj.remove("stream");
-    obj.remove("stream_options");
-    match api {
-        Api::Responses => obj.insert("max_output_tokens".into(), json!(16)),
-        _ => obj.insert("max_tokens".into(), json!(1)),
-    };
-    (req.path.clone(), body)
 }
 
 #[test]

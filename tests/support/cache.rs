@@ -268,3 +268,18 @@ pub fn script_with(
 pub fn estimated(api: Api) -> impl Fn(&RecordedRequest) -> Value + Send + Sync + 'static {
     move |req| api.usage(req.body.to_string().len() as u64 / 4)
 }
+
+/// The request a proxy sends llama.cpp for `req`: the same prompt, one
+/// token of answer (what is measured is the prompt), no stream.
+pub fn one_token(api: Api, req: &RecordedRequest) -> (String, Value) {
+    let mut body = req.body.clone();
+    if let Some(obj) = body.as_object_mut() {
+        obj.remove("stream");
+        obj.remove("stream_options");
+        match api {
+            Api::Responses => obj.insert("max_output_tokens".into(), json!(16)),
+            _ => obj.insert("max_tokens".into(), json!(1)),
+        };
+    }
+    (req.path.clone(), body)
+}
